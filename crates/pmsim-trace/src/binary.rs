@@ -1,0 +1,529 @@
+//! The binary trace format: compact, versioned, streamed, optionally LZ4-compressed.
+//!
+//! Why this layout: a trace larger than memory must replay. Events are written in global order
+//! but buffered per thread and emitted as self-contained *blocks* of one thread's events, so a
+//! replaying core opens its own cursor on the file and skips other threads' blocks without
+//! decoding them. The full layout is documented in `docs/binary-trace.md`; summary:
+//!
+//! ```text
+//! header:  "PMSIMTRB" | version u16 | flags u16 (bit0 = LZ4 blocks) | threads u32 | npm u32
+//!          | npm × (base u64, size u64)                                  (all little-endian)
+//! records: 0x01 BLOCK  thread u32 | count u32 | raw_len u32 | stored_len u32 | payload
+//!          0x02 LABEL  id u32 | len u32 | utf-8 name      (always before its first use)
+//!          0x00 END    total_events u64 | total_labels u32   (missing END = truncated file)
+//! payload: count × event: varint gid delta | kind u8 (bit7 = has value) | fields by kind
+//! ```
+
+use crate::event::{Event, Kind};
+use crate::trace::{EventSink, Sequencer, Trace};
+use crate::{PmRange, TraceError};
+use std::io::{Read, Seek, SeekFrom, Write};
+
+pub const MAGIC: &[u8; 8] = b"PMSIMTRB";
+pub const VERSION: u16 = 1;
+pub const FLAG_LZ4: u16 = 1;
+const TAG_END: u8 = 0;
+const TAG_BLOCK: u8 = 1;
+const TAG_LABEL: u8 = 2;
+/// Raw payload bytes per block before it is emitted.
+const BLOCK_BYTES: usize = 64 * 1024;
+
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v: u64 = 0;
+    let mut shift = 0;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        if shift >= 64 {
+            return None;
+        }
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+    }
+}
+
+/// The decoded file header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub version: u16,
+    pub flags: u16,
+    pub threads: usize,
+    pub pm: Vec<PmRange>,
+    /// Byte offset of the first record.
+    pub records_at: u64,
+}
+
+/// Streaming writer. Events arrive in global order through [`EventSink`].
+pub struct Writer<W: Write> {
+    out: W,
+    compress: bool,
+    seq: Sequencer,
+    pending: Vec<(Vec<u8>, u32, u64)>, // per thread: raw payload, count, previous gid
+    pm: Vec<PmRange>,
+    header_written: bool,
+    threads: usize,
+    labels: rustc_hash::FxHashMap<String, u32>,
+}
+
+impl<W: Write> Writer<W> {
+    pub fn new(out: W, compress: bool) -> Writer<W> {
+        Writer {
+            out,
+            compress,
+            seq: Sequencer::default(),
+            pending: Vec::new(),
+            pm: Vec::new(),
+            header_written: false,
+            threads: 0,
+            labels: Default::default(),
+        }
+    }
+
+    fn ensure_header(&mut self) -> std::io::Result<()> {
+        if self.header_written {
+            return Ok(());
+        }
+        if self.pm.is_empty() {
+            self.pm.push(crate::DEFAULT_PM);
+        }
+        self.out.write_all(MAGIC)?;
+        self.out.write_all(&VERSION.to_le_bytes())?;
+        let flags = if self.compress { FLAG_LZ4 } else { 0 };
+        self.out.write_all(&flags.to_le_bytes())?;
+        self.out.write_all(&(self.threads as u32).to_le_bytes())?;
+        self.out.write_all(&(self.pm.len() as u32).to_le_bytes())?;
+        for r in &self.pm {
+            self.out.write_all(&r.base.to_le_bytes())?;
+            self.out.write_all(&r.size.to_le_bytes())?;
+        }
+        self.header_written = true;
+        Ok(())
+    }
+
+    fn flush_block(&mut self, thread: usize) -> std::io::Result<()> {
+        let (raw, count, _) = &mut self.pending[thread];
+        if *count == 0 {
+            return Ok(());
+        }
+        let stored: Vec<u8> = if self.compress { lz4_flex::compress(raw) } else { std::mem::take(raw) };
+        let raw_len = if self.compress { raw.len() } else { stored.len() };
+        self.out.write_all(&[TAG_BLOCK])?;
+        self.out.write_all(&(thread as u32).to_le_bytes())?;
+        self.out.write_all(&count.to_le_bytes())?;
+        self.out.write_all(&(raw_len as u32).to_le_bytes())?;
+        self.out.write_all(&(stored.len() as u32).to_le_bytes())?;
+        self.out.write_all(&stored)?;
+        raw.clear();
+        *count = 0;
+        Ok(())
+    }
+
+    /// Flushes every pending block and writes the END record. Without it the file reads as
+    /// truncated.
+    pub fn finish(mut self) -> std::io::Result<W> {
+        self.ensure_header()?;
+        for t in 0..self.pending.len() {
+            self.flush_block(t)?;
+        }
+        self.out.write_all(&[TAG_END])?;
+        self.out.write_all(&self.seq.next_gid().to_le_bytes())?;
+        self.out.write_all(&(self.labels.len() as u32).to_le_bytes())?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+impl<W: Write> EventSink for Writer<W> {
+    fn set_threads(&mut self, n: usize) -> std::io::Result<()> {
+        self.threads = n;
+        self.pending = vec![(Vec::new(), 0, 0); n];
+        Ok(())
+    }
+    fn add_pm_range(&mut self, base: u64, size: u64) -> std::io::Result<()> {
+        self.pm.push(PmRange { base, size });
+        Ok(())
+    }
+    fn label(&mut self, name: &str) -> std::io::Result<u32> {
+        if let Some(&id) = self.labels.get(name) {
+            return Ok(id);
+        }
+        self.ensure_header()?;
+        let id = self.labels.len() as u32;
+        self.labels.insert(name.to_string(), id);
+        self.out.write_all(&[TAG_LABEL])?;
+        self.out.write_all(&id.to_le_bytes())?;
+        self.out.write_all(&(name.len() as u32).to_le_bytes())?;
+        self.out.write_all(name.as_bytes())?;
+        Ok(id)
+    }
+    fn push(&mut self, thread: usize, mut ev: Event, value: Option<&[u8]>) -> std::io::Result<u64> {
+        self.ensure_header()?;
+        self.seq.stamp(&mut ev);
+        let (raw, count, prev) = &mut self.pending[thread];
+        // First event of a block stores its absolute gid so blocks decode independently.
+        let delta = if *count == 0 { ev.gid } else { ev.gid - *prev - 1 };
+        *prev = ev.gid;
+        put_varint(raw, delta);
+        let has_value = value.is_some() || ev.has_value;
+        raw.push(ev.kind as u8 | if has_value { 0x80 } else { 0 });
+        encode_fields(raw, &ev);
+        if let Some(v) = value {
+            raw.extend_from_slice(v);
+        } else if ev.has_value {
+            // Inline value already in ev.data (only possible for size <= 8 from in-memory traces).
+            raw.extend_from_slice(&ev.data.to_le_bytes()[..ev.size as usize]);
+        }
+        *count += 1;
+        if raw.len() >= BLOCK_BYTES {
+            self.flush_block(thread)?;
+        }
+        Ok(ev.gid)
+    }
+    fn num_threads(&self) -> usize {
+        self.threads
+    }
+    fn num_events(&self) -> u64 {
+        self.seq.next_gid()
+    }
+}
+
+fn encode_fields(raw: &mut Vec<u8>, ev: &Event) {
+    match ev.kind {
+        Kind::Compute | Kind::Begin | Kind::End => put_varint(raw, ev.addr),
+        Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => {}
+        _ => {
+            put_varint(raw, ev.addr);
+            raw.push(ev.size);
+            if ev.kind.is_sync() {
+                put_varint(raw, ev.aux as u64);
+            }
+        }
+    }
+}
+
+/// Writes an in-memory trace in binary form.
+pub fn write<W: Write>(out: W, t: &Trace, compress: bool) -> std::io::Result<W> {
+    let mut w = Writer::new(out, compress);
+    w.set_threads(t.num_threads())?;
+    for r in &t.pm {
+        w.add_pm_range(r.base, r.size)?;
+    }
+    let mut buf = [0u8; 64];
+    for (th, i) in t.global_order() {
+        let s = &t.threads[th as usize];
+        let ev = s.events[i as usize];
+        if matches!(ev.kind, Kind::Begin | Kind::End) {
+            // Labels are re-interned in first-use order, so ids may be renumbered; names survive.
+            let name = &t.labels[ev.addr as usize];
+            let id = w.label(name)?;
+            w.push(th as usize, Event { addr: id as u64, ..ev }, None)?;
+            continue;
+        }
+        let v = s.value(&ev, &mut buf).map(|v| v.to_vec());
+        w.push(th as usize, Event { has_value: false, ..ev }, v.as_deref())?;
+    }
+    w.finish()
+}
+
+/// Reads the header of a binary trace.
+pub fn read_header<R: Read>(file: &str, r: &mut R) -> Result<Header, TraceError> {
+    let bad = |m: &str| TraceError::new(file, 0, m.to_string());
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic).map_err(|_| bad("not a pmsim binary trace (too short)"))?;
+    if &magic != MAGIC {
+        return Err(bad("not a pmsim binary trace (bad magic)"));
+    }
+    let mut b2 = [0u8; 2];
+    let mut b4 = [0u8; 4];
+    let mut b8 = [0u8; 8];
+    r.read_exact(&mut b2).map_err(|_| bad("truncated header"))?;
+    let version = u16::from_le_bytes(b2);
+    if version != VERSION {
+        return Err(bad(&format!("binary trace version {version}, this pmsim reads version {VERSION}")));
+    }
+    r.read_exact(&mut b2).map_err(|_| bad("truncated header"))?;
+    let flags = u16::from_le_bytes(b2);
+    r.read_exact(&mut b4).map_err(|_| bad("truncated header"))?;
+    let threads = u32::from_le_bytes(b4) as usize;
+    if threads == 0 || threads > 4096 {
+        return Err(bad(&format!("thread count {threads} is not in 1..=4096")));
+    }
+    r.read_exact(&mut b4).map_err(|_| bad("truncated header"))?;
+    let npm = u32::from_le_bytes(b4) as usize;
+    if npm > 1024 {
+        return Err(bad("too many PM ranges"));
+    }
+    let mut pm = Vec::with_capacity(npm);
+    for _ in 0..npm {
+        r.read_exact(&mut b8).map_err(|_| bad("truncated header"))?;
+        let base = u64::from_le_bytes(b8);
+        r.read_exact(&mut b8).map_err(|_| bad("truncated header"))?;
+        pm.push(PmRange { base, size: u64::from_le_bytes(b8) });
+    }
+    Ok(Header { version, flags, threads, pm, records_at: 24 + 16 * npm as u64 })
+}
+
+/// One record as seen by a cursor.
+pub(crate) enum Record {
+    Block { thread: usize, count: u32, payload: Vec<u8> },
+    Label { id: u32, name: String },
+    End { total_events: u64 },
+}
+
+/// A cursor over the records of a binary trace; `want` filters the blocks it decodes (others are
+/// skipped with a seek).
+pub(crate) struct Cursor<R: Read + Seek> {
+    pub file: String,
+    pub r: R,
+    pub header: Header,
+    pub offset: u64,
+}
+
+impl<R: Read + Seek> Cursor<R> {
+    pub fn open(file: &str, mut r: R) -> Result<Cursor<R>, TraceError> {
+        let header = read_header(file, &mut r)?;
+        let offset = header.records_at;
+        Ok(Cursor { file: file.to_string(), r, header, offset })
+    }
+
+    fn bad(&self, m: &str) -> TraceError {
+        TraceError::new(&self.file, 0, format!("at byte {}: {m}", self.offset))
+    }
+
+    fn read_u32(&mut self) -> Result<u32, TraceError> {
+        let mut b = [0u8; 4];
+        self.r.read_exact(&mut b).map_err(|_| self.bad("truncated file (no END record)"))?;
+        self.offset += 4;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// The next record, decoding blocks only for threads where `want(thread)`.
+    pub fn next(&mut self, want: &dyn Fn(usize) -> bool) -> Result<Option<Record>, TraceError> {
+        loop {
+            let mut tag = [0u8; 1];
+            self.r.read_exact(&mut tag).map_err(|_| self.bad("truncated file (no END record)"))?;
+            self.offset += 1;
+            match tag[0] {
+                TAG_END => {
+                    let mut b8 = [0u8; 8];
+                    self.r.read_exact(&mut b8).map_err(|_| self.bad("truncated END record"))?;
+                    self.offset += 8;
+                    self.read_u32()?;
+                    return Ok(Some(Record::End { total_events: u64::from_le_bytes(b8) }));
+                }
+                TAG_LABEL => {
+                    let id = self.read_u32()?;
+                    let len = self.read_u32()? as usize;
+                    if len > 1 << 20 {
+                        return Err(self.bad("label longer than 1 MiB"));
+                    }
+                    let mut name = vec![0u8; len];
+                    self.r.read_exact(&mut name).map_err(|_| self.bad("truncated label"))?;
+                    self.offset += len as u64;
+                    let name = String::from_utf8(name).map_err(|_| self.bad("label is not UTF-8"))?;
+                    return Ok(Some(Record::Label { id, name }));
+                }
+                TAG_BLOCK => {
+                    let thread = self.read_u32()? as usize;
+                    let count = self.read_u32()?;
+                    let raw_len = self.read_u32()? as usize;
+                    let stored_len = self.read_u32()? as usize;
+                    if thread >= self.header.threads {
+                        return Err(self.bad(&format!("block for thread {thread} of {}", self.header.threads)));
+                    }
+                    if !want(thread) {
+                        self.r
+                            .seek(SeekFrom::Current(stored_len as i64))
+                            .map_err(|_| self.bad("truncated block"))?;
+                        self.offset += stored_len as u64;
+                        continue;
+                    }
+                    if stored_len > 64 << 20 || raw_len > 256 << 20 {
+                        return Err(self.bad("block larger than this format allows"));
+                    }
+                    let mut stored = vec![0u8; stored_len];
+                    self.r.read_exact(&mut stored).map_err(|_| self.bad("truncated block"))?;
+                    self.offset += stored_len as u64;
+                    let payload = if self.header.flags & FLAG_LZ4 != 0 {
+                        lz4_flex::decompress(&stored, raw_len).map_err(|e| self.bad(&format!("corrupt block: {e}")))?
+                    } else {
+                        stored
+                    };
+                    return Ok(Some(Record::Block { thread, count, payload }));
+                }
+                t => return Err(self.bad(&format!("unknown record tag {t:#x}"))),
+            }
+        }
+    }
+}
+
+/// Decodes one block's payload, appending events to `events` and long values to `bytes`.
+pub(crate) fn decode_block(
+    payload: &[u8],
+    count: u32,
+    events: &mut Vec<Event>,
+    bytes: &mut Vec<u8>,
+) -> Result<(), String> {
+    let mut pos = 0usize;
+    let mut prev: Option<u64> = None;
+    for _ in 0..count {
+        let d = get_varint(payload, &mut pos).ok_or("truncated event")?;
+        let gid = match prev {
+            None => d,
+            Some(p) => p + 1 + d,
+        };
+        prev = Some(gid);
+        let kb = *payload.get(pos).ok_or("truncated event")?;
+        pos += 1;
+        let kind = Kind::from_u8(kb & 0x7f).ok_or_else(|| format!("unknown event kind {}", kb & 0x7f))?;
+        let mut ev = Event { gid, ..Event::new(kind) };
+        match kind {
+            Kind::Compute | Kind::Begin | Kind::End => ev.addr = get_varint(payload, &mut pos).ok_or("truncated event")?,
+            Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => {}
+            _ => {
+                ev.addr = get_varint(payload, &mut pos).ok_or("truncated event")?;
+                ev.size = *payload.get(pos).ok_or("truncated event")?;
+                pos += 1;
+                if ev.size == 0 || ev.size > 64 {
+                    return Err(format!("event size {} not in 1..=64", ev.size));
+                }
+                if kind.is_sync() {
+                    ev.aux = get_varint(payload, &mut pos).ok_or("truncated event")? as u32;
+                }
+            }
+        }
+        if kb & 0x80 != 0 {
+            let n = ev.size as usize;
+            let v = payload.get(pos..pos + n).ok_or("truncated value")?;
+            pos += n;
+            ev.has_value = true;
+            if n <= 8 {
+                let mut b = [0u8; 8];
+                b[..n].copy_from_slice(v);
+                ev.data = u64::from_le_bytes(b);
+            } else {
+                ev.data = bytes.len() as u64;
+                bytes.extend_from_slice(v);
+            }
+        }
+        events.push(ev);
+    }
+    if pos != payload.len() {
+        return Err("block has trailing bytes".into());
+    }
+    Ok(())
+}
+
+/// Reads a whole binary trace into memory.
+pub fn read<R: Read + Seek>(file: &str, r: R) -> Result<Trace, TraceError> {
+    let mut c = Cursor::open(file, r)?;
+    let mut threads = vec![crate::ThreadStream::default(); c.header.threads];
+    let mut labels: Vec<String> = Vec::new();
+    loop {
+        let at = c.offset;
+        match c.next(&|_| true)? {
+            Some(Record::Block { thread, count, payload }) => {
+                let s = &mut threads[thread];
+                decode_block(&payload, count, &mut s.events, &mut s.bytes)
+                    .map_err(|m| TraceError::new(file, 0, format!("block at byte {at}: {m}")))?;
+            }
+            Some(Record::Label { id, name }) => {
+                if id as usize != labels.len() {
+                    return Err(TraceError::new(file, 0, format!("label at byte {at} out of order")));
+                }
+                labels.push(name);
+            }
+            Some(Record::End { total_events }) => {
+                let n: usize = threads.iter().map(|t| t.events.len()).sum();
+                if n as u64 != total_events {
+                    return Err(TraceError::new(file, 0, format!("END says {total_events} events, blocks hold {n}")));
+                }
+                break;
+            }
+            None => break,
+        }
+    }
+    let t = Trace { pm: c.header.pm.clone(), labels, threads };
+    Ok(t)
+}
+
+/// Reads a binary trace from a path.
+pub fn read_path(path: &std::path::Path) -> Result<Trace, TraceError> {
+    let name = path.display().to_string();
+    let f = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
+    read(&name, std::io::BufReader::new(f))
+}
+
+/// Is this file a binary trace (by its magic)?
+pub fn is_binary(path: &std::path::Path) -> bool {
+    let mut m = [0u8; 8];
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut m)).is_ok() && &m == MAGIC
+}
+
+/// Reads either format, deciding by content.
+pub fn read_any(path: &std::path::Path) -> Result<Trace, TraceError> {
+    if is_binary(path) {
+        read_path(path)
+    } else {
+        crate::text::read_path(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TraceBuilder;
+
+    fn sample() -> Trace {
+        let mut b = TraceBuilder::new(3);
+        b.add_pm_range(0x1_0000_0000, 1 << 30);
+        let l = b.label("op");
+        for i in 0..5000u64 {
+            let th = (i % 3) as usize;
+            b.push(th, Event { addr: l as u64, ..Event::new(Kind::Begin) }, None);
+            b.store_u64(th, Kind::Store, 0x1_0000_0000 + i * 8, 8, i * 7);
+            let long: Vec<u8> = (0..64).map(|k| (k as u64 + i) as u8).collect();
+            b.push(th, Event::mem(Kind::Store, 0x1_0000_0000 + i * 64, 64), Some(&long));
+            b.push(th, Event::mem(Kind::Acquire, 0x2000 + (i % 4) * 8, 8), None);
+            b.push(th, Event::new(Kind::Ofence), None);
+            b.push(th, Event { addr: i, ..Event::new(Kind::Compute) }, None);
+            b.push(th, Event { addr: l as u64, ..Event::new(Kind::End) }, None);
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn round_trips_plain_and_compressed() {
+        let t = sample();
+        for compress in [false, true] {
+            let bytes = write(Vec::new(), &t, compress).unwrap();
+            let back = read("mem", std::io::Cursor::new(&bytes)).unwrap();
+            assert_eq!(back, t, "compress={compress}");
+        }
+    }
+
+    #[test]
+    fn truncated_and_corrupt_files_are_reported() {
+        let bytes = write(Vec::new(), &sample(), true).unwrap();
+        let cut = &bytes[..bytes.len() - 20];
+        let e = read("t.bin", std::io::Cursor::new(cut)).unwrap_err().to_string();
+        assert!(e.starts_with("t.bin: at byte") && e.contains("trunc"), "{e}");
+        let e = read("t.bin", std::io::Cursor::new(b"hello world, this is text".to_vec())).unwrap_err().to_string();
+        assert!(e.contains("bad magic"), "{e}");
+        let mut bad = bytes.clone();
+        bad[8] = 9; // version
+        let e = read("t.bin", std::io::Cursor::new(bad)).unwrap_err().to_string();
+        assert!(e.contains("version 9"), "{e}");
+    }
+}

@@ -1,0 +1,30 @@
+//! pmsim traces: the data every other part of pmsim reads or writes.
+//!
+//! A trace is one event stream per thread plus a *global order* over all events (the order in
+//! which they happened in the run that produced the trace). Every event carries its position in
+//! that order (`gid`), which is also the identity of the store it performs: the crash checker
+//! names stores by `gid`, and every 8-byte word in the simulated machine carries the `gid` of the
+//! store that last wrote it.
+//!
+//! This crate owns the vocabulary ([`Event`], [`Kind`]), the two on-disk formats (the text format
+//! fixed by DESIGN.md §3.1 and the streamed binary format documented in `docs/binary-trace.md`),
+//! streaming replay ([`EventSource`]), persistent-memory images ([`MemImage`]) and the engine's
+//! record of a run ([`RunRecord`]) that the checker reads.
+
+pub mod binary;
+mod error;
+mod event;
+mod image;
+mod record;
+mod source;
+mod stats;
+pub mod text;
+mod trace;
+
+pub use error::TraceError;
+pub use event::{Event, Kind, LINE_BYTES, WORD_BYTES};
+pub use image::{MemImage, WordVal, INITIAL as INITIAL_ID};
+pub use record::{Access, RunRecord, SyncPerform, WordAccess};
+pub use source::{BinarySource, Chunk, EventSource, VecSource};
+pub use stats::TraceStats;
+pub use trace::{is_pm, EventSink, PmRange, Sequencer, ThreadStream, Trace, TraceBuilder, DEFAULT_PM};

@@ -1,0 +1,133 @@
+//! Streaming replay: each simulated core pulls its own thread's events chunk by chunk.
+//!
+//! The engine never needs a whole trace in memory: [`BinarySource`] keeps one file cursor per
+//! thread and decodes only that thread's blocks; [`VecSource`] serves an in-memory trace.
+
+use crate::binary::{decode_block, Cursor, Record};
+use crate::event::Event;
+use crate::trace::{value_of, Trace};
+use crate::TraceError;
+use std::sync::Arc;
+
+/// A run of one thread's events plus the arena holding their long values.
+#[derive(Default, Debug)]
+pub struct Chunk {
+    pub events: Vec<Event>,
+    pub bytes: Vec<u8>,
+}
+
+impl Chunk {
+    pub fn value<'a>(&'a self, ev: &Event, buf: &'a mut [u8; 64]) -> Option<&'a [u8]> {
+        value_of(ev, &self.bytes, buf)
+    }
+}
+
+/// A thread's event stream.
+pub trait EventSource: Send {
+    /// Replaces `chunk`'s contents with the next events; `Ok(false)` at the end of the stream.
+    fn next_chunk(&mut self, chunk: &mut Chunk) -> Result<bool, TraceError>;
+}
+
+/// Serves one thread of an in-memory trace in chunks of bounded size.
+pub struct VecSource {
+    trace: Arc<Trace>,
+    thread: usize,
+    pos: usize,
+}
+
+impl VecSource {
+    pub fn new(trace: Arc<Trace>, thread: usize) -> VecSource {
+        VecSource { trace, thread, pos: 0 }
+    }
+
+    /// One source per thread of `trace`.
+    pub fn all(trace: &Arc<Trace>) -> Vec<Box<dyn EventSource>> {
+        (0..trace.num_threads()).map(|t| Box::new(VecSource::new(trace.clone(), t)) as Box<dyn EventSource>).collect()
+    }
+}
+
+const CHUNK_EVENTS: usize = 4096;
+
+impl EventSource for VecSource {
+    fn next_chunk(&mut self, chunk: &mut Chunk) -> Result<bool, TraceError> {
+        let s = &self.trace.threads[self.thread];
+        chunk.events.clear();
+        chunk.bytes.clear();
+        if self.pos >= s.events.len() {
+            return Ok(false);
+        }
+        let end = (self.pos + CHUNK_EVENTS).min(s.events.len());
+        let mut buf = [0u8; 64];
+        for ev in &s.events[self.pos..end] {
+            let mut e = *ev;
+            if e.has_value && e.size > 8 {
+                let v = value_of(ev, &s.bytes, &mut buf).unwrap_or(&[]);
+                e.data = chunk.bytes.len() as u64;
+                chunk.bytes.extend_from_slice(v);
+            }
+            chunk.events.push(e);
+        }
+        self.pos = end;
+        Ok(true)
+    }
+}
+
+/// Streams one thread of a binary trace file.
+pub struct BinarySource {
+    cursor: Cursor<std::io::BufReader<std::fs::File>>,
+    thread: usize,
+    done: bool,
+}
+
+impl BinarySource {
+    pub fn open(path: &std::path::Path, thread: usize) -> Result<BinarySource, TraceError> {
+        let name = path.display().to_string();
+        let f = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
+        let cursor = Cursor::open(&name, std::io::BufReader::with_capacity(256 * 1024, f))?;
+        Ok(BinarySource { cursor, thread, done: false })
+    }
+
+    /// The file's header (threads, PM ranges).
+    pub fn header(&self) -> &crate::binary::Header {
+        &self.cursor.header
+    }
+
+    /// All labels of the file, in id order (a separate scan; labels are small).
+    pub fn labels(path: &std::path::Path) -> Result<Vec<String>, TraceError> {
+        let mut s = BinarySource::open(path, usize::MAX)?;
+        let mut labels = Vec::new();
+        loop {
+            match s.cursor.next(&|_| false)? {
+                Some(Record::Label { name, .. }) => labels.push(name),
+                Some(Record::End { .. }) | None => return Ok(labels),
+                Some(Record::Block { .. }) => {}
+            }
+        }
+    }
+}
+
+impl EventSource for BinarySource {
+    fn next_chunk(&mut self, chunk: &mut Chunk) -> Result<bool, TraceError> {
+        chunk.events.clear();
+        chunk.bytes.clear();
+        if self.done {
+            return Ok(false);
+        }
+        let me = self.thread;
+        loop {
+            let at = self.cursor.offset;
+            match self.cursor.next(&|t| t == me)? {
+                Some(Record::Block { count, payload, .. }) => {
+                    decode_block(&payload, count, &mut chunk.events, &mut chunk.bytes)
+                        .map_err(|m| TraceError::new(&self.cursor.file, 0, format!("block at byte {at}: {m}")))?;
+                    return Ok(true);
+                }
+                Some(Record::Label { .. }) => {}
+                Some(Record::End { .. }) | None => {
+                    self.done = true;
+                    return Ok(false);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! `pmsim trace stats`: what a trace contains, without simulating it.
+
+use crate::event::{Kind, LINE_BYTES};
+use crate::source::{Chunk, EventSource};
+use crate::trace::{is_pm, PmRange};
+use crate::TraceError;
+use std::collections::BTreeMap;
+
+/// Counts per thread and in total. Epochs are maximal runs of a thread's PM stores between
+/// barriers (`ofence`/`dfence`), as the checker defines them (DESIGN.md §6).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TraceStats {
+    pub threads: usize,
+    pub events: u64,
+    pub events_by_kind: BTreeMap<String, u64>,
+    pub events_by_thread: Vec<u64>,
+    pub pm_stores: u64,
+    pub pm_store_bytes: u64,
+    pub volatile_stores: u64,
+    pub loads: u64,
+    pub load_bytes: u64,
+    pub epochs: u64,
+    /// Epochs whose PM stores touch exactly one 64 B line.
+    pub single_line_epochs: u64,
+    pub operations: u64,
+}
+
+impl TraceStats {
+    /// Streams every thread's source once.
+    pub fn collect(pm: &[PmRange], sources: &mut [Box<dyn EventSource>]) -> Result<TraceStats, TraceError> {
+        let mut st = TraceStats { threads: sources.len(), events_by_thread: vec![0; sources.len()], ..Default::default() };
+        let mut by_kind = [0u64; Kind::ALL.len()];
+        let mut chunk = Chunk::default();
+        for (t, src) in sources.iter_mut().enumerate() {
+            let mut epoch_lines: Vec<u64> = Vec::new();
+            let close = |lines: &mut Vec<u64>, st: &mut TraceStats| {
+                if !lines.is_empty() {
+                    st.epochs += 1;
+                    lines.sort_unstable();
+                    lines.dedup();
+                    if lines.len() == 1 {
+                        st.single_line_epochs += 1;
+                    }
+                    lines.clear();
+                }
+            };
+            while src.next_chunk(&mut chunk)? {
+                for ev in &chunk.events {
+                    st.events += 1;
+                    st.events_by_thread[t] += 1;
+                    by_kind[ev.kind as usize] += 1;
+                    if ev.kind.writes() {
+                        if is_pm(pm, ev.addr) {
+                            st.pm_stores += 1;
+                            st.pm_store_bytes += ev.size as u64;
+                            epoch_lines.push(ev.addr & !(LINE_BYTES - 1));
+                        } else {
+                            st.volatile_stores += 1;
+                        }
+                    }
+                    if ev.kind.reads() {
+                        st.loads += 1;
+                        st.load_bytes += ev.size as u64;
+                    }
+                    if ev.kind.is_barrier() {
+                        close(&mut epoch_lines, &mut st);
+                    }
+                    if ev.kind == Kind::End {
+                        st.operations += 1;
+                    }
+                }
+            }
+            close(&mut epoch_lines, &mut st);
+        }
+        for k in Kind::ALL {
+            st.events_by_kind.insert(k.name().to_string(), by_kind[k as usize]);
+        }
+        Ok(st)
+    }
+}

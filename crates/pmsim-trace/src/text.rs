@@ -1,0 +1,355 @@
+//! The text trace format of DESIGN.md §3.1, read and written exactly.
+//!
+//! ```text
+//! # pmsim trace v1
+//! threads 2
+//! pm 0x100000000 0x40000000
+//! T0 store 0x100000000 8 2a
+//! T1 acquire 0x2000
+//! ```
+//! Line order is global order. VALUE is a hex number without `0x`, stored little-endian in SIZE
+//! bytes. Extensions (documented in `docs/trace-format.md`): `acquire ADDR [SIZE]` and
+//! `release ADDR [SIZE [VALUE]]` (default 8 bytes; a release writes VALUE, default 0), and
+//! `begin`/`end` labels are single tokens.
+
+use crate::event::{Event, Kind, LINE_BYTES};
+use crate::trace::{value_of, EventSink, Trace, TraceBuilder};
+use crate::TraceError;
+use std::io::{BufRead, Write};
+
+pub const HEADER: &str = "# pmsim trace v1";
+
+/// Parses a number: decimal or `0x` hex.
+pub fn parse_num(s: &str) -> Option<u64> {
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        if h.is_empty() {
+            return None;
+        }
+        u64::from_str_radix(&h.replace('_', ""), 16).ok()
+    } else {
+        s.parse::<u64>().ok()
+    }
+}
+
+/// Parses VALUE (hex digits, no `0x`) into `size` little-endian bytes.
+fn parse_value(s: &str, size: usize) -> Result<Vec<u8>, String> {
+    let digits = s.strip_prefix("0x").unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!("value '{s}' is not hex digits"));
+    }
+    let trimmed = digits.trim_start_matches('0');
+    if trimmed.len() > size * 2 {
+        return Err(format!("value '{s}' does not fit in {size} bytes"));
+    }
+    let mut out = vec![0u8; size];
+    let b = trimmed.as_bytes();
+    for (i, chunk) in b.rchunks(2).enumerate() {
+        let txt = std::str::from_utf8(chunk).unwrap_or("0");
+        out[i] = u8::from_str_radix(txt, 16).map_err(|_| format!("value '{s}' is not hex"))?;
+    }
+    Ok(out)
+}
+
+fn format_value(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes.iter().rev() {
+        s.push_str(&format!("{b:02x}"));
+    }
+    let t = s.trim_start_matches('0');
+    if t.is_empty() {
+        "0".to_string()
+    } else {
+        t.to_string()
+    }
+}
+
+/// Reads a text trace. `file` names the source in error messages.
+pub fn read<R: BufRead>(file: &str, r: R) -> Result<Trace, TraceError> {
+    let mut b = TraceBuilder::new(0);
+    read_into(file, r, &mut b)?;
+    Ok(b.finish())
+}
+
+/// Streams a text trace into any [`EventSink`] (e.g. the binary writer), line by line.
+pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Result<(), TraceError> {
+    let mut have_threads = false;
+    let mut saw_header = false;
+    for (idx, line) in r.lines().enumerate() {
+        let lineno = idx + 1;
+        let line = line.map_err(|e| TraceError::new(file, lineno, format!("cannot read: {e}")))?;
+        let err = |msg: String| TraceError::new(file, lineno, msg);
+        if !saw_header {
+            if line.trim_end() != HEADER {
+                return Err(err(format!("first line must be '{HEADER}'")));
+            }
+            saw_header = true;
+            continue;
+        }
+        let content = match line.find('#') {
+            Some(p) => &line[..p],
+            None => &line[..],
+        };
+        let toks: Vec<&str> = content.split_whitespace().collect();
+        if toks.is_empty() {
+            continue;
+        }
+        match toks[0] {
+            "threads" => {
+                if have_threads {
+                    return Err(err("'threads' given twice".into()));
+                }
+                if toks.len() != 2 {
+                    return Err(err("expected 'threads N'".into()));
+                }
+                let n = parse_num(toks[1])
+                    .filter(|&n| (1..=4096).contains(&n))
+                    .ok_or_else(|| err(format!("thread count '{}' is not a number in 1..=4096", toks[1])))?;
+                sink.set_threads(n as usize).map_err(|e| err(format!("cannot write: {e}")))?;
+                have_threads = true;
+            }
+            "pm" => {
+                if !have_threads {
+                    return Err(err("'pm' before 'threads'".into()));
+                }
+                if toks.len() != 3 {
+                    return Err(err("expected 'pm BASE SIZE'".into()));
+                }
+                let base = parse_num(toks[1]).ok_or_else(|| err(format!("bad PM base '{}'", toks[1])))?;
+                let size = parse_num(toks[2])
+                    .filter(|&s| s > 0)
+                    .ok_or_else(|| err(format!("bad PM size '{}'", toks[2])))?;
+                if base.checked_add(size).is_none() {
+                    return Err(err("PM range overflows the address space".into()));
+                }
+                if sink.num_events() > 0 {
+                    return Err(err("'pm' after the first event".into()));
+                }
+                sink.add_pm_range(base, size).map_err(|e| err(format!("cannot write: {e}")))?;
+            }
+            t if t.starts_with('T') => {
+                if !have_threads {
+                    return Err(err("event before 'threads'".into()));
+                }
+                let thread = t[1..]
+                    .parse::<usize>()
+                    .map_err(|_| err(format!("bad thread '{t}' (expected T0, T1, ...)")))?;
+                if thread >= sink.num_threads() {
+                    return Err(err(format!("thread T{thread} but the trace has {} threads", sink.num_threads())));
+                }
+                parse_event(sink, thread, &toks[1..]).map_err(err)?;
+            }
+            other => return Err(err(format!("unknown directive '{other}'"))),
+        }
+    }
+    if !saw_header {
+        return Err(TraceError::new(file, 1, format!("empty file; first line must be '{HEADER}'")));
+    }
+    if !have_threads {
+        return Err(TraceError::new(file, 0, "no 'threads' line"));
+    }
+    Ok(())
+}
+
+fn parse_event<S: EventSink>(b: &mut S, thread: usize, toks: &[&str]) -> Result<(), String> {
+    let Some(&name) = toks.first() else {
+        return Err("missing event after thread".into());
+    };
+    let kind = Kind::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown event '{name}' (valid: {})", names.join(", "))
+    })?;
+    let args = &toks[1..];
+    let nargs = |lo: usize, hi: usize| -> Result<(), String> {
+        if args.len() < lo || args.len() > hi {
+            Err(format!("'{name}' takes {lo}..={hi} arguments, got {}", args.len()))
+        } else {
+            Ok(())
+        }
+    };
+    let addr_of = |s: &str| parse_num(s).ok_or_else(|| format!("bad address '{s}'"));
+    let size_of = |s: &str, addr: u64| -> Result<u8, String> {
+        let n = parse_num(s).filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("size '{s}' is not in 1..=64"))?;
+        if (addr % LINE_BYTES) + n > LINE_BYTES {
+            return Err(format!("access of {n} bytes at {addr:#x} crosses a 64 B line"));
+        }
+        Ok(n as u8)
+    };
+    match kind {
+        Kind::Compute => {
+            nargs(1, 1)?;
+            let n = parse_num(args[0]).ok_or_else(|| format!("bad instruction count '{}'", args[0]))?;
+            b.push(thread, Event { addr: n, ..Event::new(kind) }, None).map_err(|e| format!("cannot write: {e}"))?;
+        }
+        Kind::Load => {
+            nargs(2, 2)?;
+            let a = addr_of(args[0])?;
+            let s = size_of(args[1], a)?;
+            b.push(thread, Event::mem(kind, a, s), None).map_err(|e| format!("cannot write: {e}"))?;
+        }
+        Kind::Store | Kind::NtStore | Kind::Rmw => {
+            nargs(2, 3)?;
+            let a = addr_of(args[0])?;
+            let s = size_of(args[1], a)?;
+            let v = args.get(2).map(|v| parse_value(v, s as usize)).transpose()?;
+            b.push(thread, Event::mem(kind, a, s), v.as_deref()).map_err(|e| format!("cannot write: {e}"))?;
+        }
+        Kind::Acquire => {
+            nargs(1, 2)?;
+            let a = addr_of(args[0])?;
+            let s = match args.get(1) {
+                Some(t) => size_of(t, a)?,
+                None => size_of("8", a)?,
+            };
+            b.push(thread, Event::mem(kind, a, s), None).map_err(|e| format!("cannot write: {e}"))?;
+        }
+        Kind::Release => {
+            nargs(1, 3)?;
+            let a = addr_of(args[0])?;
+            let s = match args.get(1) {
+                Some(t) => size_of(t, a)?,
+                None => size_of("8", a)?,
+            };
+            let v = args.get(2).map(|v| parse_value(v, s as usize)).transpose()?;
+            b.push(thread, Event::mem(kind, a, s), v.as_deref()).map_err(|e| format!("cannot write: {e}"))?;
+        }
+        Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
+            nargs(1, 1)?;
+            let a = addr_of(args[0])?;
+            b.push(thread, Event::mem(kind, a, 1), None).map_err(|e| format!("cannot write: {e}"))?;
+        }
+        Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => {
+            nargs(0, 0)?;
+            b.push(thread, Event::new(kind), None).map_err(|e| format!("cannot write: {e}"))?;
+        }
+        Kind::Begin | Kind::End => {
+            nargs(1, 1)?;
+            let id = b.label(args[0]).map_err(|e| format!("cannot write: {e}"))?;
+            b.push(thread, Event { addr: id as u64, ..Event::new(kind) }, None).map_err(|e| format!("cannot write: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Formats one event's text line (without thread prefix).
+pub fn format_event(ev: &Event, arena: &[u8], labels: &[String]) -> String {
+    let mut buf = [0u8; 64];
+    let name = ev.kind.name();
+    match ev.kind {
+        Kind::Compute => format!("{name} {}", ev.addr),
+        Kind::Load => format!("{name} {:#x} {}", ev.addr, ev.size),
+        Kind::Store | Kind::NtStore | Kind::Rmw => match value_of(ev, arena, &mut buf) {
+            Some(v) => format!("{name} {:#x} {} {}", ev.addr, ev.size, format_value(v)),
+            None => format!("{name} {:#x} {}", ev.addr, ev.size),
+        },
+        Kind::Acquire => {
+            if ev.size == 8 {
+                format!("{name} {:#x}", ev.addr)
+            } else {
+                format!("{name} {:#x} {}", ev.addr, ev.size)
+            }
+        }
+        Kind::Release => match value_of(ev, arena, &mut buf) {
+            Some(v) => format!("{name} {:#x} {} {}", ev.addr, ev.size, format_value(v)),
+            None if ev.size == 8 => format!("{name} {:#x}", ev.addr),
+            None => format!("{name} {:#x} {}", ev.addr, ev.size),
+        },
+        Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => format!("{name} {:#x}", ev.addr),
+        Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => name.to_string(),
+        Kind::Begin | Kind::End => {
+            let l = labels.get(ev.addr as usize).map(String::as_str).unwrap_or("?");
+            format!("{name} {l}")
+        }
+    }
+}
+
+/// Writes the header lines (header, threads, pm ranges).
+pub fn write_header<W: Write>(w: &mut W, threads: usize, pm: &[crate::PmRange]) -> std::io::Result<()> {
+    writeln!(w, "{HEADER}")?;
+    writeln!(w, "threads {threads}")?;
+    for r in pm {
+        writeln!(w, "pm {:#x} {:#x}", r.base, r.size)?;
+    }
+    Ok(())
+}
+
+/// Writes a whole trace in global order.
+pub fn write<W: Write>(w: &mut W, t: &Trace) -> std::io::Result<()> {
+    write_header(w, t.num_threads(), &t.pm)?;
+    for (th, i) in t.global_order() {
+        let s = &t.threads[th as usize];
+        writeln!(w, "T{th} {}", format_event(&s.events[i as usize], &s.bytes, &t.labels))?;
+    }
+    Ok(())
+}
+
+/// Parses a text trace held in a string (tests, Python).
+pub fn parse_str(file: &str, s: &str) -> Result<Trace, TraceError> {
+    read(file, std::io::Cursor::new(s))
+}
+
+/// Reads a text trace from a path.
+pub fn read_path(path: &std::path::Path) -> Result<Trace, TraceError> {
+    let name = path.display().to_string();
+    let f = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
+    read(&name, std::io::BufReader::new(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "# pmsim trace v1\nthreads 2\npm 0x100000000 0x40000000\nT0 store 0x100000000 8 2a\nT0 ofence\nT1 acquire 0x2000\nT1 load 0x100000000 8\n# comment\n\nT1 release 0x2000\nT0 rmw 0x2000 8 1\nT0 begin op\nT0 compute 10\nT0 store 0x100000040 64 0102030405060708090a0b0c0d0e0f101112\nT0 end op\n";
+
+    #[test]
+    fn parses_the_design_example() {
+        let t = parse_str("x", SAMPLE).unwrap();
+        assert_eq!(t.num_threads(), 2);
+        assert_eq!(t.pm.len(), 1);
+        assert_eq!(t.pm[0].size, 0x4000_0000);
+        let t0 = &t.threads[0].events;
+        assert_eq!(t0[0].kind, Kind::Store);
+        assert_eq!(t0[0].data, 0x2a);
+        assert_eq!(t0[0].gid, 0);
+        assert_eq!(t.threads[1].events[0].gid, 2);
+        // sync ordinals per address in global order: acquire, release (T1), rmw (T0)
+        assert_eq!(t.threads[1].events[0].aux, 0);
+        assert_eq!(t.threads[1].events[2].aux, 1);
+        assert_eq!(t0[2].aux, 2);
+        let mut buf = [0u8; 64];
+        let v = t.threads[0].value(&t0[5], &mut buf).unwrap();
+        assert_eq!(v.len(), 64);
+        assert_eq!(v[0], 0x12);
+        assert_eq!(v[17], 0x01);
+        assert_eq!(v[18], 0);
+    }
+
+    #[test]
+    fn round_trips_through_text() {
+        let t = parse_str("x", SAMPLE).unwrap();
+        let mut out = Vec::new();
+        write(&mut out, &t).unwrap();
+        let t2 = parse_str("y", std::str::from_utf8(&out).unwrap()).unwrap();
+        assert_eq!(t, t2);
+    }
+
+    fn err_of(s: &str) -> String {
+        parse_str("f.trace", s).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_file_line_and_problem() {
+        assert_eq!(err_of("hello\n"), "f.trace:1: first line must be '# pmsim trace v1'");
+        let e = err_of("# pmsim trace v1\nthreads 1\nT0 store 0x100000038 16\n");
+        assert!(e.starts_with("f.trace:3: ") && e.contains("crosses a 64 B line"), "{e}");
+        let e = err_of("# pmsim trace v1\nthreads 1\nT3 ofence\n");
+        assert!(e.starts_with("f.trace:3: ") && e.contains("has 1 threads"), "{e}");
+        let e = err_of("# pmsim trace v1\nthreads 1\nT0 frobnicate\n");
+        assert!(e.contains("unknown event 'frobnicate'") && e.contains("ofence"), "{e}");
+        let e = err_of("# pmsim trace v1\nT0 ofence\n");
+        assert!(e.starts_with("f.trace:2: event before 'threads'"), "{e}");
+        let e = err_of("# pmsim trace v1\nthreads 1\nT0 store 0x100000000 2 12345\n");
+        assert!(e.contains("does not fit in 2 bytes"), "{e}");
+        let e = err_of("# pmsim trace v1\nthreads 1\nT0 load zz 8\n");
+        assert!(e.contains("bad address 'zz'"), "{e}");
+    }
+}
