@@ -1,0 +1,4 @@
+//! Microbenchmarks that exercise the engine and the designs directly.
+
+pub mod array;
+pub mod bandwidth;

@@ -1,0 +1,64 @@
+//! Application-level recovery checks on NVM images.
+//!
+//! A workload's [`Recovery`] runs the structure's own recovery procedure on an image and checks
+//! its invariants (DESIGN.md §6 checks the *hardware* promise; this checks what an application
+//! would see): the structure is well formed; every operation that completed before a `dfence`
+//! that completed before the crash is present; nothing appears that was never written.
+
+use pmsim_trace::MemImage;
+
+/// One logical operation as the generator performed it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpRecord {
+    pub thread: u16,
+    /// Workload-defined operation kind (e.g. 0 = insert, 1 = update, 2 = delete, 3 = read).
+    pub op: u8,
+    pub key: u64,
+    /// A digest of the value written (workload-defined), 0 if none.
+    pub value: u64,
+    /// gid of the operation's `end` marker.
+    pub end_gid: u64,
+    /// gid of the first `dfence` after the operation in its thread: the operation is durable
+    /// once that dfence has completed.
+    pub durable_at: Option<u64>,
+}
+
+/// Every operation, in global order.
+#[derive(Clone, Debug, Default)]
+pub struct OpLog {
+    pub ops: Vec<OpRecord>,
+}
+
+impl OpLog {
+    /// Operations durable under `dfence_done`.
+    pub fn durable<'a>(&'a self, dfence_done: &'a dyn Fn(u64) -> bool) -> impl Iterator<Item = &'a OpRecord> + 'a {
+        self.ops.iter().filter(move |o| o.durable_at.is_some_and(dfence_done))
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RecoveryReport {
+    /// Items (keys, records, nodes) the recovered structure holds.
+    pub items: u64,
+    /// Durable operations verified present.
+    pub durable_ops_checked: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("recovery check failed: {msg}")]
+pub struct RecoveryError {
+    pub msg: String,
+}
+
+impl RecoveryError {
+    pub fn new(msg: impl Into<String>) -> RecoveryError {
+        RecoveryError { msg: msg.into() }
+    }
+}
+
+/// Recovery for one generated trace.
+pub trait Recovery: Send + Sync {
+    /// Runs the structure's recovery on `image`; `dfence_done(gid)` tells whether the `dfence`
+    /// with that gid had completed before the crash.
+    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError>;
+}

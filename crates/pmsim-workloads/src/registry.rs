@@ -1,0 +1,61 @@
+//! The list of built-in workloads, by name.
+
+use crate::params::{ParamSpec, Params, ParamsError};
+use crate::recovery::Recovery;
+use pmsim_trace::Trace;
+use std::collections::BTreeMap;
+
+/// A generated workload: its trace and the recovery check that goes with it.
+pub struct Generated {
+    pub trace: Trace,
+    pub recovery: Box<dyn Recovery>,
+}
+
+/// A built-in workload generator.
+pub trait Workload: Sync {
+    fn name(&self) -> &'static str;
+    /// One line: what it is and what persist pattern it reproduces.
+    fn description(&self) -> &'static str;
+    /// Its own parameters (the common ones are in `params::COMMON`).
+    fn params(&self) -> &'static [ParamSpec];
+    fn generate(&self, p: &Params) -> Generated;
+}
+
+/// Every built-in workload, grouped as in the ASAP paper's Table III.
+pub static WORKLOADS: &[&dyn Workload] = &[
+    &crate::micro::bandwidth::Bandwidth,
+    &crate::micro::array::ArrayUpdate,
+];
+
+pub fn names() -> Vec<&'static str> {
+    all().map(|w| w.name()).collect()
+}
+
+fn all() -> impl Iterator<Item = &'static dyn Workload> {
+    WORKLOADS
+        .iter()
+        .copied()
+        .chain(crate::whisper::WORKLOADS.iter().copied())
+        .chain(crate::atlas::WORKLOADS.iter().copied())
+        .chain(crate::index::WORKLOADS.iter().copied())
+}
+
+/// Looks a workload up by name.
+pub fn find(name: &str) -> Option<&'static dyn Workload> {
+    all().find(|w| w.name() == name)
+}
+
+/// All workloads, in listing order.
+pub fn list() -> Vec<&'static dyn Workload> {
+    all().collect()
+}
+
+/// Generates workload `name` with `params` given as strings.
+pub fn generate(name: &str, params: &BTreeMap<String, String>) -> Result<Generated, ParamsError> {
+    let w = find(name).ok_or_else(|| ParamsError {
+        workload: name.to_string(),
+        msg: format!("unknown workload (valid: {})", names().join(", ")),
+    })?;
+    let p = Params::parse(name, w.params(), params)?;
+    Ok(w.generate(&p))
+}
