@@ -1,0 +1,158 @@
+//! The persist path as a run-time choice: one trait, one module per design.
+//!
+//! A *design* decides what happens to PM stores and fences between the core and the NVM, what
+//! its persistence domain holds at a crash, and which persistency model it promises (DESIGN.md
+//! §5). The engine calls it at a handful of points — a store performing, a fence, flush or
+//! release reaching the head of the store buffer, an acquire, a coherence conflict, an LLC
+//! eviction, and the design's own scheduled events — and the design acts through the
+//! [`Machine`]: scheduling events, sending writes and reads to memory controllers, completing the
+//! store-buffer entry it held. Adding a design means adding a module and a line to [`DESIGNS`];
+//! the engine does not change.
+
+pub mod baseline;
+pub mod eadr;
+mod flush;
+
+use crate::machine::{DesignEv, Machine, StallCause};
+use crate::mem::nvm::LineData;
+use pmsim_trace::Kind;
+use std::collections::BTreeMap;
+
+/// The persistency model a design promises; the checker verifies crash images against it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Promise {
+    /// Every performed store survives (eADR, BBB): every model holds.
+    All,
+    Strict,
+    Ep,
+    Rp,
+}
+
+impl Promise {
+    pub fn name(self) -> &'static str {
+        match self {
+            Promise::All => "all",
+            Promise::Strict => "strict",
+            Promise::Ep => "ep",
+            Promise::Rp => "rp",
+        }
+    }
+}
+
+/// Whether the engine may retire a store-buffer entry the design was shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Done,
+    /// The design keeps the entry at the head and calls [`Machine::sb_head_done`] later.
+    Wait(StallCause),
+}
+
+/// A PM store as it performs (becomes visible): the words it wrote, with their identities.
+#[derive(Clone, Copy, Debug)]
+pub struct PmStore {
+    pub gid: u64,
+    pub data: LineData,
+    pub nontemporal: bool,
+    /// The store is the write of a `release` or `rmw`.
+    pub sync: bool,
+}
+
+/// Design-specific statistics, merged into the run's stats under their own names.
+pub type DesignStats = BTreeMap<String, f64>;
+
+/// One persistence design.
+pub trait Design: Send {
+    fn name(&self) -> &'static str;
+    fn promise(&self) -> Promise;
+
+    /// Does the core wait for this fence to retire from the store buffer?
+    fn fence_blocks_core(&self, kind: Kind) -> bool;
+
+    /// May a PM store to `line` perform now? If not, the drain stalls with the returned cause until
+    /// the design calls [`Machine::resume_drain`].
+    fn admit_store(&mut self, _m: &mut Machine, _core: usize, _line: u64) -> Result<(), StallCause> {
+        Ok(())
+    }
+
+    /// A PM store performed.
+    fn on_store(&mut self, m: &mut Machine, core: usize, st: &PmStore);
+
+    /// An `ofence`/`dfence`/`sfence`/`mfence` reached the head of the store buffer.
+    fn on_fence(&mut self, m: &mut Machine, core: usize, kind: Kind, gid: u64) -> Step;
+
+    /// A `release` (or `rmw`) reached the head, before its write performs.
+    fn on_release(&mut self, _m: &mut Machine, _core: usize, _gid: u64) -> Step {
+        Step::Done
+    }
+
+    /// An `acquire` (or `rmw`) performed; `releaser` is the core whose release (or rmw) on the same
+    /// address it synchronises with, if another core's.
+    fn on_acquire(&mut self, _m: &mut Machine, _core: usize, _releaser: Option<usize>) {}
+
+    /// A `clwb`/`clflushopt`/`clflush` reached the head.
+    fn on_flush(&mut self, m: &mut Machine, core: usize, kind: Kind, line: u64) -> Step;
+
+    /// `strand` executed.
+    fn on_strand(&mut self, _m: &mut Machine, _core: usize) {}
+
+    /// The directory saw `requester` access `line` (PM or not) after `source` wrote or read it.
+    fn on_conflict(&mut self, _m: &mut Machine, _requester: usize, _source: usize, _line: u64, _source_wrote: bool) {}
+
+    /// A PM line left the LLC; `dirty` if it held newer data than memory.
+    fn on_llc_evict(&mut self, m: &mut Machine, line: u64, dirty: bool);
+
+    /// A dirty PM line left `core`'s private caches.
+    fn on_private_evict(&mut self, _m: &mut Machine, _core: usize, _line: u64) {}
+
+    /// One of the design's own events.
+    fn on_event(&mut self, m: &mut Machine, ev: DesignEv);
+
+    /// Work still in flight (the run ends when the cores are done and this is false).
+    fn busy(&self, m: &Machine) -> bool;
+
+    /// Writes the design's part of the persistence domain at a crash, in the order the hardware
+    /// applies it, on top of NVM and the WPQs.
+    fn crash_writes(&self, m: &Machine, out: &mut Vec<LineData>);
+
+    /// Design statistics (stable names).
+    fn stats(&self, m: &Machine, out: &mut DesignStats);
+
+    /// A one-line description of a stuck core's design state (for the watchdog).
+    fn describe_core(&self, _core: usize) -> String {
+        String::new()
+    }
+}
+
+/// A design's name, what it is, and how to build it.
+pub struct DesignInfo {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub build: fn(&crate::config::Config) -> Box<dyn Design>,
+}
+
+/// Every design selectable at run time.
+pub static DESIGNS: &[DesignInfo] = &[
+    DesignInfo { name: "baseline", about: "Intel x86: clwb of the thread's dirty PM lines + stalling sfence at ofence/dfence/release", build: |c| Box::new(baseline::Baseline::new(c)) },
+    DesignInfo { name: "eadr", about: "caches in the persistence domain (battery); fences free", build: |c| Box::new(eadr::Eadr::new(c)) },
+];
+
+/// Test-only broken variants (reachable only by names starting with `broken-`).
+pub static BROKEN: &[DesignInfo] = &[DesignInfo {
+    name: "broken-baseline-no-sfence-stall",
+    about: "TEST ONLY: baseline whose sfence does not wait for the flush ACKs",
+    build: |c| Box::new(baseline::Baseline::broken_no_stall(c)),
+}];
+
+/// Looks a design up by name (`allow_broken` admits the test-only variants).
+pub fn build(name: &str, cfg: &crate::config::Config, allow_broken: bool) -> Result<Box<dyn Design>, String> {
+    let found = DESIGNS.iter().chain(if allow_broken { BROKEN } else { &[] }).find(|d| d.name == name);
+    match found {
+        Some(d) => Ok((d.build)(cfg)),
+        None => {
+            let names: Vec<&str> = DESIGNS.iter().map(|d| d.name).collect();
+            let hint = if !allow_broken && BROKEN.iter().any(|d| d.name == name) { " (broken variants need --allow-broken-designs)" } else { "" };
+            Err(format!("unknown design '{name}' (valid: {}){hint}", names.join(", ")))
+        }
+    }
+}

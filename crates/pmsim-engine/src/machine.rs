@@ -1,0 +1,401 @@
+//! The hardware state every design acts on, and the event queue.
+//!
+//! [`Machine`] holds the cores' store buffers and stall state, the cache hierarchy, the memory
+//! controllers, the NVM and coherent memory, the synchronisation replay state and the run
+//! record. The timing loop (`sim.rs`) owns it together with the design, so a design gets
+//! `&mut Machine` at each call and never needs to reach back into the loop.
+//!
+//! Time is in picoseconds. Events are ordered by (time, insertion sequence), so the same inputs
+//! give the same run on any host.
+
+use crate::config::{ns, Config};
+use crate::mem::hierarchy::Hierarchy;
+use crate::mem::mc::{self, AddressMapper, Mc};
+use crate::mem::nvm::{word_index, CoherentMemory, LineData, Nvm};
+use pmsim_trace::{Kind, PmRange, RunRecord, LINE_BYTES};
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// A design's own event: what `tag` and `arg` mean is the design's business.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DesignEv {
+    pub tag: u16,
+    pub core: u16,
+    pub arg: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Ev {
+    /// Core resumes executing its trace.
+    Core(u16),
+    /// The head of the core's store buffer performs.
+    Drain(u16),
+    /// A media write may have completed at this MC.
+    McDone(u16),
+    Design(DesignEv),
+}
+
+/// Why a core (or its store buffer) is not making progress. Names are stable stats keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StallCause {
+    /// Store buffer full while its head is only waiting for coherence.
+    SbFull,
+    /// Persist buffer full.
+    PbFull,
+    /// Epoch table full.
+    EtFull,
+    /// Flushes NACKed; the persist buffer fell back to conservative flushing.
+    Nack,
+    /// Waiting at an ordering fence (ofence, sfence, mfence, or a release's flush).
+    Fence,
+    /// Waiting at a durability fence.
+    Dfence,
+    /// Waiting for a synchronisation predecessor in global order.
+    Sync,
+    /// Waiting for the store buffer to drain before an atomic.
+    Atomic,
+    /// Write-back buffer full (ASAP).
+    WbbFull,
+}
+
+impl StallCause {
+    pub const ALL: [StallCause; 9] = [
+        StallCause::SbFull,
+        StallCause::PbFull,
+        StallCause::EtFull,
+        StallCause::Nack,
+        StallCause::Fence,
+        StallCause::Dfence,
+        StallCause::Sync,
+        StallCause::Atomic,
+        StallCause::WbbFull,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            StallCause::SbFull => "sb_full",
+            StallCause::PbFull => "pb_full",
+            StallCause::EtFull => "et_full",
+            StallCause::Nack => "nack",
+            StallCause::Fence => "fence",
+            StallCause::Dfence => "dfence",
+            StallCause::Sync => "sync",
+            StallCause::Atomic => "atomic",
+            StallCause::WbbFull => "wbb_full",
+        }
+    }
+}
+
+/// A store-buffer entry: a store waiting to perform, or an ordering point.
+#[derive(Clone, Copy, Debug)]
+pub struct SbEntry {
+    pub seq: u64,
+    pub kind: Kind,
+    pub gid: u64,
+    pub addr: u64,
+    pub size: u8,
+    /// Sync ordinal (release/rmw).
+    pub aux: u32,
+    pub has_value: bool,
+    /// When its read-for-ownership completes (u64::MAX: not issued yet).
+    pub ready_at: u64,
+    pub value: [u8; 64],
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct CoreStats {
+    pub instructions: u64,
+    pub events: u64,
+    pub loads: u64,
+    pub stores: u64,
+    pub pm_stores: u64,
+    pub load_latency_ps: u64,
+    pub stall_ps: [u64; StallCause::ALL.len()],
+    pub finish_ps: u64,
+    pub ops: u64,
+    pub op_latency_ps: u64,
+    pub op_latency_max_ps: u64,
+}
+
+/// One core's hardware state outside the trace cursor.
+pub struct CoreHw {
+    pub sb: VecDeque<SbEntry>,
+    pub sb_cap: usize,
+    pub next_seq: u64,
+    /// Local time: when the core can issue its next instruction.
+    pub time: u64,
+    pub drain_scheduled: bool,
+    /// The design finished with the head after returning `Wait`.
+    pub head_done: bool,
+    /// Why the head cannot retire (None while it is just in flight).
+    pub drain_stall: Option<StallCause>,
+    /// The core is blocked: why, and since when.
+    pub blocked: Option<(StallCause, u64)>,
+    pub wait_seq: Option<u64>,
+    pub wait_sb_space: bool,
+    pub wait_sb_empty: bool,
+    pub finished: bool,
+    /// The thread has no more events; it finishes when its store buffer empties.
+    pub ending: bool,
+    pub op_start: u64,
+    pub stats: CoreStats,
+}
+
+/// Per-address replay state of synchronisation events.
+#[derive(Default)]
+pub struct SyncAddr {
+    /// How many sync events on this address have performed.
+    pub performed: u32,
+    /// Core that performed the last release or rmw on it.
+    pub last_releaser: Option<u16>,
+}
+
+pub struct Machine {
+    pub cfg: Config,
+    pub now: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    qseq: u64,
+    pub cores: Vec<CoreHw>,
+    pub hier: Hierarchy,
+    pub mcs: Vec<Mc<DesignEv>>,
+    mapper: Box<dyn AddressMapper>,
+    pub nvm: Nvm,
+    pub coherent: CoherentMemory,
+    pub pm: Vec<PmRange>,
+    pub sync: FxHashMap<u64, SyncAddr>,
+    /// Waiters on sync ordinals: (address, ordinal) -> (core, is_drain).
+    pub sync_waiters: FxHashMap<(u64, u32), (usize, bool)>,
+    pub record: Option<RunRecord>,
+    /// Bumped whenever the persistent state (NVM, WPQs, a design's domain) changes.
+    pub persist_version: u64,
+    pub hop_ps: u64,
+    pub cycle_ps: u64,
+    mc_accepted: Vec<(Option<DesignEv>, u64)>,
+    pub events_processed: u64,
+}
+
+impl Machine {
+    pub fn new(cfg: &Config, pm: Vec<PmRange>, record: bool) -> Machine {
+        let n = cfg.core.count;
+        let cores = (0..n)
+            .map(|_| CoreHw {
+                sb: VecDeque::with_capacity(cfg.core.store_buffer),
+                sb_cap: cfg.core.store_buffer,
+                next_seq: 0,
+                time: 0,
+                drain_scheduled: false,
+                head_done: false,
+                drain_stall: None,
+                blocked: None,
+                wait_seq: None,
+                wait_sb_space: false,
+                wait_sb_empty: false,
+                finished: false,
+                ending: false,
+                op_start: 0,
+                stats: CoreStats::default(),
+            })
+            .collect();
+        Machine {
+            cfg: cfg.clone(),
+            now: 0,
+            queue: BinaryHeap::new(),
+            qseq: 0,
+            cores,
+            hier: Hierarchy::new(cfg),
+            mcs: (0..cfg.mc.count).map(|_| Mc::new(cfg)).collect(),
+            mapper: mc::mapper(cfg),
+            nvm: Nvm::default(),
+            coherent: CoherentMemory::default(),
+            pm,
+            sync: FxHashMap::default(),
+            sync_waiters: FxHashMap::default(),
+            record: if record { Some(RunRecord::default()) } else { None },
+            persist_version: 0,
+            hop_ps: ns(cfg.noc.hop_ns),
+            cycle_ps: cfg.cycle_ps(),
+            mc_accepted: Vec::new(),
+            events_processed: 0,
+        }
+    }
+
+    #[inline]
+    pub fn is_pm(&self, addr: u64) -> bool {
+        self.pm.iter().any(|r| r.contains(addr))
+    }
+
+    #[inline]
+    pub fn schedule(&mut self, t: u64, ev: Ev) {
+        debug_assert!(t >= self.now, "event in the past");
+        self.qseq += 1;
+        self.queue.push(Reverse((t, self.qseq, ev)));
+    }
+
+    /// Schedules one of the design's own events at `t`.
+    pub fn schedule_design(&mut self, t: u64, ev: DesignEv) {
+        self.schedule(t, Ev::Design(ev));
+    }
+
+    pub fn pop(&mut self) -> Option<(u64, Ev)> {
+        self.queue.pop().map(|Reverse((t, _, e))| (t, e))
+    }
+
+    pub fn peek_time(&self) -> Option<u64> {
+        self.queue.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    pub fn queue_len(&self) -> usize {
+        self.queue.len()
+    }
+
+    #[inline]
+    pub fn mc_of(&self, addr: u64) -> usize {
+        self.mapper.mc_of(addr)
+    }
+
+    /// A line write arriving at MC `mc` now. `reply` is delivered one on-chip hop after the WPQ
+    /// accepts it (the ACK).
+    pub fn mc_write(&mut self, mc: usize, data: LineData, reply: Option<DesignEv>) {
+        let now = self.now;
+        match self.mcs[mc].offer(now, data, reply) {
+            Some(done) => {
+                if done > 0 {
+                    self.schedule(done, Ev::McDone(mc as u16));
+                }
+                self.persist_version += 1;
+                if let Some(r) = reply {
+                    self.schedule(now + self.hop_ps, Ev::Design(r));
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// A line read arriving at MC `mc` now; `reply` is delivered one hop after the data is ready.
+    pub fn mc_read(&mut self, mc: usize, line: u64, reply: DesignEv) {
+        let ready = self.mcs[mc].read(self.now, line);
+        self.schedule(ready + self.hop_ps, Ev::Design(reply));
+    }
+
+    /// Handles `Ev::McDone`.
+    pub fn mc_complete(&mut self, mc: usize) {
+        let mut acc = std::mem::take(&mut self.mc_accepted);
+        self.mcs[mc].complete(self.now, &mut self.nvm, &mut acc);
+        self.persist_version += 1;
+        for &(reply, done) in &acc {
+            self.schedule(done, Ev::McDone(mc as u16));
+            if let Some(r) = reply {
+                self.schedule(self.now + self.hop_ps, Ev::Design(r));
+            }
+        }
+        self.mc_accepted = acc;
+    }
+
+    /// What memory holds for `line` as a read would see it: NVM overlaid with the WPQ.
+    pub fn persistent_line(&self, line: u64) -> LineData {
+        let mut d = self.nvm.line(line);
+        let mc = self.mc_of(line);
+        self.mcs[mc].overlay(&mut d);
+        d
+    }
+
+    /// The coherent (newest performed) contents of `line`'s written words.
+    pub fn coherent_line(&self, line: u64) -> LineData {
+        self.coherent.line(line)
+    }
+
+    /// The design finished with the head of `core`'s store buffer (after returning `Wait`).
+    pub fn sb_head_done(&mut self, core: usize) {
+        let c = &mut self.cores[core];
+        c.head_done = true;
+        c.drain_stall = None;
+        if !c.drain_scheduled {
+            c.drain_scheduled = true;
+            self.schedule(self.now, Ev::Drain(core as u16));
+        }
+    }
+
+    /// The design can now admit the store it refused (`admit_store`): retry the drain.
+    pub fn resume_drain(&mut self, core: usize) {
+        let c = &mut self.cores[core];
+        if c.drain_stall.is_some() && !c.drain_scheduled {
+            c.drain_stall = None;
+            c.drain_scheduled = true;
+            self.schedule(self.now, Ev::Drain(core as u16));
+        }
+    }
+
+    /// Marks the core blocked from `since`.
+    pub fn block_core(&mut self, core: usize, cause: StallCause, since: u64) {
+        self.cores[core].blocked = Some((cause, since));
+    }
+
+    /// Unblocks the core at `now`, charging the stall to its cause.
+    pub fn wake_core(&mut self, core: usize) {
+        let now = self.now;
+        let c = &mut self.cores[core];
+        if let Some((cause, since)) = c.blocked.take() {
+            c.stats.stall_ps[cause as usize] += now.saturating_sub(since);
+            c.time = c.time.max(now);
+            c.wait_seq = None;
+            c.wait_sb_space = false;
+            c.wait_sb_empty = false;
+            let t = c.time;
+            self.schedule(t, Ev::Core(core as u16));
+        }
+    }
+
+    /// Writes a performed store's bytes into coherent memory, returning the PM line data it
+    /// produced (words with their new identity).
+    pub fn perform_store_words(&mut self, core: usize, e: &SbEntry) -> LineData {
+        let line = e.addr & !(LINE_BYTES - 1);
+        let mut d = LineData::new(line);
+        let end = e.addr + e.size as u64;
+        let mut w = e.addr & !7;
+        while w < end {
+            let mut old = self.coherent.get(w).unwrap_or(pmsim_trace::WordVal { id: pmsim_trace::INITIAL_ID, data: 0 });
+            for a in w.max(e.addr)..(w + 8).min(end) {
+                let b = if e.has_value { e.value[(a - e.addr) as usize] } else { 0 };
+                let sh = (a - w) * 8;
+                old.data = (old.data & !(0xffu64 << sh)) | ((b as u64) << sh);
+            }
+            old.id = e.gid;
+            self.coherent.put(w, old);
+            d.set(word_index(w), old);
+            if let Some(r) = &mut self.record {
+                r.accesses.push(pmsim_trace::WordAccess { time: self.now, gid: e.gid, thread: core as u16, word: w, kind: pmsim_trace::Access::Store });
+            }
+            w += 8;
+        }
+        d
+    }
+
+    /// Records a load's reads-from for each word it covers (`sb` supplies forwarded stores).
+    pub fn record_load(&mut self, core: usize, gid: u64, addr: u64, size: u8) {
+        if self.record.is_none() {
+            return;
+        }
+        let end = addr + size as u64;
+        let mut w = addr & !7;
+        while w < end {
+            let fwd = self.cores[core]
+                .sb
+                .iter()
+                .rev()
+                .find(|e| e.kind.writes() && e.addr < w + 8 && e.addr + e.size as u64 > w)
+                .map(|e| e.gid);
+            let read = fwd.unwrap_or_else(|| self.coherent.get(w).map(|v| v.id).unwrap_or(pmsim_trace::INITIAL_ID));
+            let now = self.now;
+            if let Some(r) = &mut self.record {
+                r.accesses.push(pmsim_trace::WordAccess { time: now, gid, thread: core as u16, word: w, kind: pmsim_trace::Access::Load { read } });
+            }
+            w += 8;
+        }
+    }
+
+    /// Whether a store in the core's store buffer covers any byte of `[addr, addr+size)`.
+    pub fn sb_forwards(&self, core: usize, addr: u64, size: u8) -> bool {
+        let end = addr + size as u64;
+        self.cores[core].sb.iter().any(|e| e.kind.writes() && e.addr < end && e.addr + e.size as u64 > addr)
+    }
+}

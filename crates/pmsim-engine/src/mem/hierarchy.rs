@@ -1,0 +1,258 @@
+//! Private L1/L2 per core, a shared inclusive LLC, and the directory: access latency by function
+//! call, no events (ZSim style).
+//!
+//! The LLC is inclusive: evicting a line from it back-invalidates private copies. L2 is
+//! inclusive of L1. Latencies add up level by level; a line held modified by another core costs
+//! one extra on-chip hop (the forward); invalidating other sharers costs one hop.
+
+use super::cache::Cache;
+use super::coherence::{Conflict, DirEntry, Directory, NO_CORE};
+use crate::config::{ns, Config};
+
+/// What an access needs beyond the caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    /// Latency through the caches and the directory, in ps.
+    pub latency: u64,
+    /// The line must be read from memory (DRAM or PM) after `latency`.
+    pub mem_read: bool,
+}
+
+pub struct Hierarchy {
+    pub l1: Vec<Cache>,
+    pub l2: Vec<Cache>,
+    pub llc: Cache,
+    pub dir: Directory,
+    l1_ps: u64,
+    l2_ps: u64,
+    llc_ps: u64,
+    hop_ps: u64,
+    /// Lines evicted from the LLC since last drained by the machine: (line, was dirty).
+    pub llc_evictions: Vec<(u64, bool)>,
+    /// Dirty lines a core's private caches gave up: (core, line).
+    pub private_evictions: Vec<(usize, u64)>,
+    /// Conflicts found by the last access.
+    pub conflicts: Vec<Conflict>,
+}
+
+impl Hierarchy {
+    pub fn new(cfg: &Config) -> Hierarchy {
+        let n = cfg.core.count;
+        let seed = cfg.sim.seed;
+        Hierarchy {
+            l1: (0..n).map(|i| Cache::new(cfg.l1.size_kib, cfg.l1.ways, &cfg.l1.replacement, seed ^ (i as u64 * 31 + 1))).collect(),
+            l2: (0..n).map(|i| Cache::new(cfg.l2.size_kib, cfg.l2.ways, &cfg.l2.replacement, seed ^ (i as u64 * 37 + 2))).collect(),
+            llc: Cache::new(cfg.llc.size_kib, cfg.llc.ways, &cfg.llc.replacement, seed ^ 3),
+            dir: Directory::default(),
+            l1_ps: ns(cfg.l1.latency_ns),
+            l2_ps: ns(cfg.l2.latency_ns),
+            llc_ps: ns(cfg.llc.latency_ns),
+            hop_ps: ns(cfg.noc.hop_ns),
+            llc_evictions: Vec::new(),
+            private_evictions: Vec::new(),
+            conflicts: Vec::new(),
+        }
+    }
+
+    fn drop_private(&mut self, core: usize, line: u64) {
+        self.l1[core].invalidate(line);
+        let e = self.dir.entry(line);
+        e.sharers &= !(1u64 << core);
+        if e.owner as usize == core {
+            e.owner = NO_CORE;
+            if e.dirty {
+                self.private_evictions.push((core, line));
+            }
+        }
+    }
+
+    /// Installs `line` in `core`'s L2 and L1, handling victims.
+    fn fill_private(&mut self, core: usize, line: u64) {
+        if let Some(v) = self.l2[core].fill(line) {
+            self.drop_private(core, v);
+        }
+        if let Some(v) = self.l1[core].fill(line) {
+            if !self.l2[core].contains(v) {
+                self.drop_private(core, v);
+            }
+        }
+    }
+
+    fn fill_llc(&mut self, line: u64) {
+        if let Some(v) = self.llc.fill(line) {
+            let e = self.dir.entry(v);
+            let mut s = e.sharers;
+            let dirty = e.dirty;
+            e.sharers = 0;
+            e.owner = NO_CORE;
+            e.dirty = false;
+            while s != 0 {
+                let c = s.trailing_zeros() as usize;
+                s &= s - 1;
+                self.l1[c].invalidate(v);
+                self.l2[c].invalidate(v);
+            }
+            self.llc_evictions.push((v, dirty));
+        }
+    }
+
+    /// A load by `core`. Conflicts with other cores' writes land in `self.conflicts`.
+    pub fn load(&mut self, core: usize, line: u64) -> Access {
+        self.conflicts.clear();
+        let mut lat = self.l1_ps;
+        if self.l1[core].access(line) {
+            return Access { latency: lat, mem_read: false };
+        }
+        lat += self.l2_ps;
+        if self.l2[core].access(line) {
+            if let Some(v) = self.l1[core].fill(line) {
+                if !self.l2[core].contains(v) {
+                    self.drop_private(core, v);
+                }
+            }
+            return Access { latency: lat, mem_read: false };
+        }
+        lat += self.llc_ps;
+        let in_llc = self.llc.access(line);
+        let e: DirEntry = *self.dir.entry(line);
+        Directory::load_conflicts(&e, core, &mut self.conflicts, line);
+        let mut mem_read = false;
+        let me = 1u64 << core;
+        if e.owner != NO_CORE && e.owner as usize != core {
+            // Forward to the owner, which downgrades to shared.
+            lat += self.hop_ps;
+            self.dir.forwards += 1;
+            let d = self.dir.entry(line);
+            d.owner = NO_CORE;
+            d.sharers |= me;
+        } else {
+            mem_read = !in_llc;
+            let d = self.dir.entry(line);
+            // Exclusive grant when nobody else holds it (MESI E).
+            if d.sharers & !me == 0 {
+                d.owner = core as u8;
+            }
+            d.sharers |= me;
+        }
+        self.dir.entry(line).readers |= 1u64 << core;
+        if !in_llc {
+            self.fill_llc(line);
+        }
+        self.fill_private(core, line);
+        Access { latency: lat, mem_read }
+    }
+
+    /// A store (read-for-ownership) by `core`: the line ends up owned, dirty, last written by
+    /// `core`. Conflicts (RAW/WAW with the last writer, WAR with readers since) land in
+    /// `self.conflicts`.
+    pub fn store(&mut self, core: usize, line: u64) -> Access {
+        self.conflicts.clear();
+        let me = 1u64 << core;
+        let e: DirEntry = *self.dir.entry(line);
+        Directory::store_conflicts(&e, core, &mut self.conflicts, line);
+        let mut lat = self.l1_ps;
+        let mut mem_read = false;
+        let owned = e.owner as usize == core;
+        if owned && self.l1[core].access(line) {
+            // M/E hit.
+        } else if owned && self.l2[core].access(line) {
+            lat += self.l2_ps;
+            self.fill_private(core, line);
+        } else {
+            lat += self.l2_ps + self.llc_ps;
+            let in_llc = self.llc.access(line);
+            if e.owner != NO_CORE && e.owner as usize != core {
+                lat += self.hop_ps;
+                self.dir.forwards += 1;
+            } else if e.sharers & !me != 0 {
+                lat += self.hop_ps;
+            }
+            let mut others = e.sharers & !me;
+            while others != 0 {
+                let c = others.trailing_zeros() as usize;
+                others &= others - 1;
+                self.l1[c].invalidate(line);
+                self.l2[c].invalidate(line);
+                self.dir.invalidations += 1;
+            }
+            if !in_llc {
+                mem_read = true;
+                self.fill_llc(line);
+            }
+            self.fill_private(core, line);
+        }
+        let d = self.dir.entry(line);
+        d.owner = core as u8;
+        d.sharers = me;
+        d.last_writer = core as u8;
+        d.readers = 0;
+        d.dirty = true;
+        Access { latency: lat, mem_read }
+    }
+
+    /// A non-temporal store: invalidates every cached copy (the data goes straight to memory).
+    pub fn nt_store(&mut self, core: usize, line: u64) -> Access {
+        self.conflicts.clear();
+        let e: DirEntry = *self.dir.entry(line);
+        Directory::store_conflicts(&e, core, &mut self.conflicts, line);
+        let mut s = e.sharers;
+        while s != 0 {
+            let c = s.trailing_zeros() as usize;
+            s &= s - 1;
+            self.l1[c].invalidate(line);
+            self.l2[c].invalidate(line);
+        }
+        let d = self.dir.entry(line);
+        d.owner = NO_CORE;
+        d.sharers = 0;
+        d.last_writer = core as u8;
+        d.readers = 0;
+        d.dirty = false;
+        Access { latency: self.l1_ps, mem_read: false }
+    }
+
+    /// Latency for `core` to reach `line` to write it back (clwb): where it sits in the hierarchy.
+    pub fn locate(&self, core: usize, line: u64) -> u64 {
+        if self.l1[core].contains(line) {
+            self.l1_ps
+        } else if self.l2[core].contains(line) {
+            self.l1_ps + self.l2_ps
+        } else {
+            self.l1_ps + self.l2_ps + self.llc_ps
+        }
+    }
+
+    /// Marks `line` clean everywhere (after a write-back); returns whether it was dirty.
+    pub fn clean(&mut self, line: u64) -> bool {
+        match self.dir.lines.get_mut(&line) {
+            Some(e) if e.dirty => {
+                e.dirty = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Drops `line` from every cache (clflush): returns whether it was dirty.
+    pub fn flush_out(&mut self, line: u64) -> bool {
+        let n = self.l1.len();
+        for c in 0..n {
+            self.l1[c].invalidate(line);
+            self.l2[c].invalidate(line);
+        }
+        self.llc.invalidate(line);
+        let e = self.dir.entry(line);
+        let dirty = e.dirty;
+        e.dirty = false;
+        e.owner = NO_CORE;
+        e.sharers = 0;
+        dirty
+    }
+
+    /// Every dirty line (for eADR's persistence domain), sorted.
+    pub fn dirty_lines(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.dir.lines.iter().filter(|(_, e)| e.dirty).map(|(l, _)| *l).collect();
+        v.sort_unstable();
+        v
+    }
+}

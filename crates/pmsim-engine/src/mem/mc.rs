@@ -1,0 +1,220 @@
+//! PM memory controllers: address mapping, the write pending queue (WPQ, inside the ADR
+//! persistence domain), and media timing with per-MC read and write bandwidth.
+//!
+//! The WPQ accepts a line write when it has a free entry (or coalesces it into an entry whose
+//! media write has not started); the writer is acknowledged at acceptance, because from then on
+//! ADR guarantees the write survives a power failure. Entries drain to the media in FIFO order:
+//! each occupies the write channel for `64 B / write_gbps` and completes `write_ns` after it
+//! starts; the entry stays in the WPQ until it completes. Reads take the read channel the same
+//! way and are served from the WPQ when it holds the line. Writes that find the WPQ full wait,
+//! in arrival order, exerting back-pressure on whoever sent them.
+
+use super::nvm::{LineData, Nvm};
+use crate::config::{ns, Config};
+use std::collections::VecDeque;
+
+/// Maps a physical address to a memory controller.
+pub trait AddressMapper: Send {
+    fn mc_of(&self, addr: u64) -> usize;
+}
+
+/// Plain interleaving: `(addr / granularity) % count`.
+pub struct Interleave {
+    pub granularity: u64,
+    pub count: u64,
+}
+
+impl AddressMapper for Interleave {
+    #[inline]
+    fn mc_of(&self, addr: u64) -> usize {
+        ((addr / self.granularity) % self.count) as usize
+    }
+}
+
+/// Interleaving with the chunk index XOR-folded with higher bits (spreads strided patterns).
+pub struct XorInterleave {
+    pub granularity: u64,
+    pub count: u64,
+}
+
+impl AddressMapper for XorInterleave {
+    #[inline]
+    fn mc_of(&self, addr: u64) -> usize {
+        let c = addr / self.granularity;
+        ((c ^ (c >> 7) ^ (c >> 14)) % self.count) as usize
+    }
+}
+
+pub fn mapper(cfg: &Config) -> Box<dyn AddressMapper> {
+    let (granularity, count) = (cfg.mc.interleave, cfg.mc.count as u64);
+    match cfg.mc.mapping.as_str() {
+        "xor" => Box::new(XorInterleave { granularity, count }),
+        _ => Box::new(Interleave { granularity, count }),
+    }
+}
+
+/// An entry of the write pending queue.
+#[derive(Clone, Copy, Debug)]
+pub struct WpqEntry {
+    pub data: LineData,
+    /// When its media write starts (it can still coalesce before then).
+    pub start: u64,
+    pub done: u64,
+}
+
+/// A write waiting for a WPQ entry, with the event to send when it is accepted.
+#[derive(Clone, Copy, Debug)]
+pub struct WaitingWrite<R: Copy> {
+    pub data: LineData,
+    pub reply: Option<R>,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct McStats {
+    /// Line reads at the media.
+    pub pm_reads: u64,
+    /// Reads served from the WPQ.
+    pub wpq_read_hits: u64,
+    /// Line writes at the media.
+    pub pm_writes: u64,
+    /// Writes merged into a WPQ entry before it reached the media.
+    pub wpq_coalesced: u64,
+    pub wpq_occupancy_max: usize,
+    /// Time-weighted sum of occupancy (entries × ps), for the average.
+    #[serde(skip)]
+    pub occ_integral: u128,
+    /// Writes that found the WPQ full and waited.
+    pub wpq_full_waits: u64,
+    /// Reads delayed behind writes waiting for a full WPQ.
+    pub reads_behind_writes: u64,
+}
+
+pub struct Mc<R: Copy> {
+    pub wpq: VecDeque<WpqEntry>,
+    pub waiting: VecDeque<WaitingWrite<R>>,
+    cap: usize,
+    write_free: u64,
+    read_free: u64,
+    write_occ_ps: u64,
+    read_occ_ps: u64,
+    write_ps: u64,
+    read_ps: u64,
+    last_change: u64,
+    pub stats: McStats,
+}
+
+impl<R: Copy> Mc<R> {
+    pub fn new(cfg: &Config) -> Mc<R> {
+        Mc {
+            wpq: VecDeque::with_capacity(cfg.mc.wpq_entries),
+            waiting: VecDeque::new(),
+            cap: cfg.mc.wpq_entries,
+            write_free: 0,
+            read_free: 0,
+            // 64 B at X GB/s = 64 / X ns.
+            write_occ_ps: ns(64.0 / cfg.pm.write_gbps),
+            read_occ_ps: ns(64.0 / cfg.pm.read_gbps),
+            write_ps: ns(cfg.pm.write_ns),
+            read_ps: ns(cfg.pm.read_ns),
+            last_change: 0,
+            stats: McStats::default(),
+        }
+    }
+
+    fn account(&mut self, now: u64) {
+        let dt = now.saturating_sub(self.last_change);
+        self.stats.occ_integral += dt as u128 * self.wpq.len() as u128;
+        self.last_change = now;
+    }
+
+    /// Offers a write at `now`. Returns `Some(done_time_of_new_entry)` if it started a new media
+    /// write (the caller schedules its completion), `Some(0)` if it coalesced, `None` if it must
+    /// wait (it is queued; `complete` will accept it later).
+    pub fn offer(&mut self, now: u64, data: LineData, reply: Option<R>) -> Option<u64> {
+        if let Some(e) = self.wpq.iter_mut().rev().find(|e| e.data.line == data.line && e.start > now) {
+            e.data.merge(&data);
+            self.stats.wpq_coalesced += 1;
+            return Some(0);
+        }
+        if self.wpq.len() >= self.cap || !self.waiting.is_empty() {
+            self.stats.wpq_full_waits += 1;
+            self.waiting.push_back(WaitingWrite { data, reply });
+            return None;
+        }
+        Some(self.insert(now, data))
+    }
+
+    fn insert(&mut self, now: u64, data: LineData) -> u64 {
+        self.account(now);
+        let start = now.max(self.write_free);
+        self.write_free = start + self.write_occ_ps;
+        let done = start + self.write_ps;
+        self.wpq.push_back(WpqEntry { data, start, done });
+        self.stats.wpq_occupancy_max = self.stats.wpq_occupancy_max.max(self.wpq.len());
+        done
+    }
+
+    /// The head entry's media write completed at `now`: write it to NVM, free the entry, and accept
+    /// waiting writes. Returns the accepted writes' replies and the done times to schedule.
+    pub fn complete(&mut self, now: u64, nvm: &mut Nvm, accepted: &mut Vec<(Option<R>, u64)>) {
+        accepted.clear();
+        let Some(e) = self.wpq.front().copied() else { return };
+        if e.done > now {
+            return;
+        }
+        self.account(now);
+        self.wpq.pop_front();
+        nvm.write_line(&e.data);
+        self.stats.pm_writes += 1;
+        while self.wpq.len() < self.cap {
+            let Some(w) = self.waiting.pop_front() else { break };
+            let done = self.insert(now, w.data);
+            accepted.push((w.reply, done));
+        }
+    }
+
+    /// A line read arriving at `now`; returns when the data is available at the MC.
+    pub fn read(&mut self, now: u64, line: u64) -> u64 {
+        if self.wpq.iter().any(|e| e.data.line == line) {
+            self.stats.wpq_read_hits += 1;
+            return now;
+        }
+        // A read behind writes waiting for a full WPQ waits until they are accepted (the MC
+        // drains writes before serving reads when the WPQ is full): back-pressure from the write
+        // path reaches the cores' misses.
+        let mut start = now.max(self.read_free);
+        if !self.waiting.is_empty() {
+            let k = self.waiting.len().min(self.wpq.len());
+            if k > 0 {
+                start = start.max(self.wpq[k - 1].done);
+            }
+            self.stats.reads_behind_writes += 1;
+        }
+        self.read_free = start + self.read_occ_ps;
+        self.stats.pm_reads += 1;
+        start + self.read_ps
+    }
+
+    /// The WPQ's newest data for `line` over `base` (what a read sees).
+    pub fn overlay(&self, base: &mut LineData) {
+        for e in &self.wpq {
+            if e.data.line == base.line {
+                base.merge(&e.data);
+            }
+        }
+    }
+
+    /// Average occupancy up to `end`.
+    pub fn occupancy_avg(&self, end: u64) -> f64 {
+        let extra = end.saturating_sub(self.last_change) as u128 * self.wpq.len() as u128;
+        if end == 0 {
+            0.0
+        } else {
+            (self.stats.occ_integral + extra) as f64 / end as f64
+        }
+    }
+
+    pub fn write_occupancy_ps(&self) -> u64 {
+        self.write_occ_ps
+    }
+}

@@ -1,0 +1,578 @@
+//! The timing loop: cores replay their threads, store buffers drain, and every event happens in
+//! (time, sequence) order.
+//!
+//! A core runs ahead only while its local time is not later than the next queued event, so every
+//! interaction with shared state (caches, directory, memory controllers, sync replay) happens in
+//! global time order without per-instruction events. Loads block the core; stores, fences,
+//! flushes and releases enter the TSO store buffer, whose head performs through the design.
+
+use crate::design::{Design, PmStore, Step};
+use crate::machine::{Ev, Machine, SbEntry, StallCause};
+use crate::mem::nvm::LineData;
+use crate::Config;
+use pmsim_trace::{Chunk, Event, EventSource, Kind, PmRange, TraceError, LINE_BYTES};
+
+/// Why a run could not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("{0}")]
+    Trace(#[from] TraceError),
+    #[error("simulation stuck at {at_ns} ns (no core made progress for {idle_ns} ns):\n{report}")]
+    Stuck { at_ns: u64, idle_ns: u64, report: String },
+    #[error("{0}")]
+    Setup(String),
+}
+
+struct Cursor {
+    src: Box<dyn EventSource>,
+    chunk: Chunk,
+    pos: usize,
+    exhausted: bool,
+}
+
+/// One simulation: machine + design + the threads' event streams.
+pub struct Simulator {
+    pub m: Machine,
+    pub design: Box<dyn Design>,
+    cursors: Vec<Cursor>,
+    /// Picoseconds per non-memory instruction, ×1000 (fixed point, host-independent).
+    ppi_milli: u64,
+    last_progress: u64,
+    watchdog_ps: u64,
+    /// Number of trace threads (cores beyond it stay idle).
+    pub threads: usize,
+    pub labels: Vec<String>,
+}
+
+impl Simulator {
+    /// Builds a simulator for `sources` (one per thread). The core count is raised to the thread
+    /// count when smaller.
+    pub fn new(
+        cfg: &Config,
+        design: Box<dyn Design>,
+        pm: Vec<PmRange>,
+        sources: Vec<Box<dyn EventSource>>,
+        labels: Vec<String>,
+        record: bool,
+    ) -> Result<Simulator, SimError> {
+        let threads = sources.len();
+        if threads == 0 || threads > 64 {
+            return Err(SimError::Setup(format!("a trace needs 1..=64 threads, this one has {threads}")));
+        }
+        let mut cfg = cfg.clone();
+        cfg.core.count = cfg.core.count.max(threads);
+        let mut m = Machine::new(&cfg, pm, record);
+        for c in 0..threads {
+            m.schedule(0, Ev::Core(c as u16));
+        }
+        for c in threads..cfg.core.count {
+            m.cores[c].finished = true;
+        }
+        let ppi_milli = ((cfg.cycle_ps() as f64 * 1000.0) / cfg.core.ipc).round() as u64;
+        let cursors = sources.into_iter().map(|src| Cursor { src, chunk: Chunk::default(), pos: 0, exhausted: false }).collect();
+        let watchdog_ps = (cfg.sim.watchdog_ms * 1e9) as u64;
+        Ok(Simulator { m, design, cursors, ppi_milli, last_progress: 0, watchdog_ps, threads, labels })
+    }
+
+    /// Runs to the end: every thread retired and every persist completed.
+    pub fn run(&mut self) -> Result<(), SimError> {
+        self.run_until(u64::MAX)?;
+        if self.m.cores.iter().any(|c| !c.finished) || self.design.busy(&self.m) {
+            return Err(self.stuck());
+        }
+        Ok(())
+    }
+
+    /// Processes every event at or before `limit` (ps). Returns whether events remain.
+    pub fn run_until(&mut self, limit: u64) -> Result<bool, SimError> {
+        while let Some(t) = self.m.peek_time() {
+            if t > limit {
+                return Ok(true);
+            }
+            let (t, ev) = self.m.pop().expect("peeked");
+            self.step_event(t, ev)?;
+        }
+        Ok(false)
+    }
+
+    /// Processes exactly one queued event; `Ok(false)` when none is left.
+    pub fn step(&mut self) -> Result<bool, SimError> {
+        match self.m.pop() {
+            Some((t, ev)) => {
+                self.step_event(t, ev)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Time of the next queued event.
+    pub fn next_time(&self) -> Option<u64> {
+        self.m.peek_time()
+    }
+
+    fn step_event(&mut self, t: u64, ev: Ev) -> Result<(), SimError> {
+        self.m.now = t;
+        self.m.events_processed += 1;
+        match ev {
+            Ev::Core(c) => self.run_core(c as usize)?,
+            Ev::Drain(c) => self.drain(c as usize),
+            Ev::McDone(mc) => self.m.mc_complete(mc as usize),
+            Ev::Design(e) => self.design.on_event(&mut self.m, e),
+        }
+        if t.saturating_sub(self.last_progress) > self.watchdog_ps {
+            return Err(self.stuck());
+        }
+        Ok(())
+    }
+
+    fn stuck(&self) -> SimError {
+        let mut report = String::new();
+        for (i, c) in self.m.cores.iter().enumerate().take(self.threads) {
+            if c.finished {
+                continue;
+            }
+            let head = c.sb.front().map(|e| e.kind.name()).unwrap_or("-");
+            report.push_str(&format!(
+                "  core {i}: {} ; store buffer {} entries, head {head}{} ; {}\n",
+                match c.blocked {
+                    Some((cause, since)) => format!("blocked ({}) since {} ns", cause.name(), since / 1000),
+                    None => "runnable".into(),
+                },
+                c.sb.len(),
+                c.drain_stall.map(|s| format!(" (stalled: {})", s.name())).unwrap_or_default(),
+                self.design.describe_core(i),
+            ));
+        }
+        if report.is_empty() {
+            report = format!("  every core finished but the design still has persists in flight: {}\n", self.design.describe_core(usize::MAX));
+        }
+        SimError::Stuck { at_ns: self.m.now / 1000, idle_ns: self.m.now.saturating_sub(self.last_progress) / 1000, report }
+    }
+
+    fn dispatch_side_effects(&mut self, core: usize) {
+        if !self.m.hier.conflicts.is_empty() {
+            let cs = std::mem::take(&mut self.m.hier.conflicts);
+            for c in &cs {
+                self.design.on_conflict(&mut self.m, core, c.source, c.line, c.source_wrote);
+            }
+            self.m.hier.conflicts = cs;
+            self.m.hier.conflicts.clear();
+        }
+        if !self.m.hier.llc_evictions.is_empty() {
+            let ev = std::mem::take(&mut self.m.hier.llc_evictions);
+            for &(line, dirty) in &ev {
+                if self.m.is_pm(line) {
+                    self.design.on_llc_evict(&mut self.m, line, dirty);
+                }
+            }
+            self.m.hier.llc_evictions = ev;
+            self.m.hier.llc_evictions.clear();
+        }
+        if !self.m.hier.private_evictions.is_empty() {
+            let ev = std::mem::take(&mut self.m.hier.private_evictions);
+            for &(c, line) in &ev {
+                if self.m.is_pm(line) {
+                    self.design.on_private_evict(&mut self.m, c, line);
+                }
+            }
+            self.m.hier.private_evictions = ev;
+            self.m.hier.private_evictions.clear();
+        }
+    }
+
+    /// Latency of reading `line` from memory, the request arriving at `at`.
+    fn mem_read(&mut self, line: u64, at: u64) -> u64 {
+        if self.m.is_pm(line) {
+            let mc = self.m.mc_of(line);
+            self.m.mcs[mc].read(at, line) - at
+        } else {
+            crate::config::ns(self.m.cfg.dram.latency_ns)
+        }
+    }
+
+    fn run_core(&mut self, c: usize) -> Result<(), SimError> {
+        loop {
+            let core = &self.m.cores[c];
+            if core.blocked.is_some() || core.finished {
+                return Ok(());
+            }
+            let t = core.time;
+            if let Some(pt) = self.m.peek_time() {
+                if t > pt {
+                    self.m.schedule(t, Ev::Core(c as u16));
+                    return Ok(());
+                }
+            }
+            self.m.now = t;
+            let cur = &mut self.cursors[c];
+            if cur.pos >= cur.chunk.events.len() {
+                if !cur.exhausted {
+                    cur.pos = 0;
+                    if !cur.src.next_chunk(&mut cur.chunk)? {
+                        cur.exhausted = true;
+                    }
+                    continue;
+                }
+                // End of the thread: wait for the store buffer, then finish.
+                if self.m.cores[c].sb.is_empty() {
+                    let core = &mut self.m.cores[c];
+                    core.finished = true;
+                    core.stats.finish_ps = t;
+                    return Ok(());
+                }
+                self.m.cores[c].ending = true;
+                return Ok(());
+            }
+            let ev = cur.chunk.events[cur.pos];
+            let mut value = [0u8; 64];
+            if ev.has_value {
+                let mut buf = [0u8; 64];
+                if let Some(v) = cur.chunk.value(&ev, &mut buf) {
+                    value[..v.len()].copy_from_slice(v);
+                }
+            }
+            if self.execute(c, &ev, &value) {
+                self.cursors[c].pos += 1;
+                self.last_progress = self.m.now;
+                self.m.cores[c].stats.events += 1;
+            }
+        }
+    }
+
+    fn push_sb(&mut self, c: usize, ev: &Event, value: &[u8; 64]) -> Option<u64> {
+        let core = &mut self.m.cores[c];
+        if core.sb.len() >= core.sb_cap {
+            core.wait_sb_space = true;
+            let cause = core.drain_stall.unwrap_or(StallCause::SbFull);
+            let now = self.m.now;
+            self.m.block_core(c, cause, now);
+            return None;
+        }
+        let seq = core.next_seq;
+        core.next_seq += 1;
+        // Stores issue their read-for-ownership as they enter the buffer (store prefetching),
+        // so misses overlap; they still perform (become visible) in order at the head.
+        let ready_at = if matches!(ev.kind, Kind::Store | Kind::NtStore) { self.rfo(c, ev.kind, ev.addr) } else { u64::MAX };
+        let core = &mut self.m.cores[c];
+        core.sb.push_back(SbEntry {
+            seq,
+            kind: ev.kind,
+            gid: ev.gid,
+            addr: ev.addr,
+            size: ev.size,
+            aux: ev.aux,
+            has_value: ev.has_value,
+            ready_at,
+            value: *value,
+        });
+        if !core.drain_scheduled && core.sb.len() == 1 {
+            core.drain_scheduled = true;
+            let now = self.m.now;
+            self.m.schedule(now, Ev::Drain(c as u16));
+        }
+        Some(seq)
+    }
+
+    /// Executes one trace event at the core's current time; false if it could not issue yet.
+    fn execute(&mut self, c: usize, ev: &Event, value: &[u8; 64]) -> bool {
+        let ppi = self.ppi_milli;
+        let now = self.m.now;
+        match ev.kind {
+            Kind::Compute => {
+                let core = &mut self.m.cores[c];
+                core.time += ev.addr * ppi / 1000;
+                core.stats.instructions += ev.addr;
+                true
+            }
+            Kind::Load | Kind::Acquire => {
+                if ev.kind == Kind::Acquire && !self.sync_ready(ev.addr, ev.aux, c, false) {
+                    self.m.block_core(c, StallCause::Sync, now);
+                    return false;
+                }
+                let lat = self.load_latency(c, ev.addr, ev.size);
+                self.m.record_load(c, ev.gid, ev.addr, ev.size);
+                if ev.kind == Kind::Acquire {
+                    let releaser = self.sync_performed(ev.addr, ev.gid, c, false);
+                    self.design.on_acquire(&mut self.m, c, releaser);
+                }
+                let core = &mut self.m.cores[c];
+                core.time += ppi / 1000 + lat;
+                core.stats.instructions += 1;
+                core.stats.loads += 1;
+                core.stats.load_latency_ps += lat;
+                true
+            }
+            Kind::Rmw => {
+                if !self.m.cores[c].sb.is_empty() {
+                    self.m.cores[c].wait_sb_empty = true;
+                    self.m.block_core(c, StallCause::Atomic, now);
+                    return false;
+                }
+                let Some(seq) = self.push_sb(c, ev, value) else { return false };
+                let core = &mut self.m.cores[c];
+                core.stats.instructions += 1;
+                core.stats.stores += 1;
+                core.wait_seq = Some(seq);
+                self.m.block_core(c, StallCause::Atomic, now);
+                true
+            }
+            Kind::Store | Kind::NtStore | Kind::Release | Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
+                if self.push_sb(c, ev, value).is_none() {
+                    return false;
+                }
+                let core = &mut self.m.cores[c];
+                core.time += ppi / 1000;
+                core.stats.instructions += 1;
+                if ev.kind.writes() {
+                    core.stats.stores += 1;
+                }
+                true
+            }
+            Kind::Ofence | Kind::Dfence | Kind::Sfence | Kind::Mfence => {
+                let Some(seq) = self.push_sb(c, ev, value) else { return false };
+                let core = &mut self.m.cores[c];
+                core.time += ppi / 1000;
+                core.stats.instructions += 1;
+                if self.design.fence_blocks_core(ev.kind) {
+                    let cause = if ev.kind == Kind::Dfence { StallCause::Dfence } else { StallCause::Fence };
+                    let t = self.m.cores[c].time;
+                    self.m.cores[c].wait_seq = Some(seq);
+                    self.m.block_core(c, cause, t);
+                }
+                true
+            }
+            Kind::Strand => {
+                self.design.on_strand(&mut self.m, c);
+                true
+            }
+            Kind::Begin => {
+                self.m.cores[c].op_start = now;
+                true
+            }
+            Kind::End => {
+                let core = &mut self.m.cores[c];
+                let lat = now.saturating_sub(core.op_start);
+                core.stats.ops += 1;
+                core.stats.op_latency_ps += lat;
+                core.stats.op_latency_max_ps = core.stats.op_latency_max_ps.max(lat);
+                true
+            }
+        }
+    }
+
+    fn load_latency(&mut self, c: usize, addr: u64, size: u8) -> u64 {
+        if self.m.sb_forwards(c, addr, size) {
+            return crate::config::ns(self.m.cfg.l1.latency_ns);
+        }
+        let line = addr & !(LINE_BYTES - 1);
+        let acc = self.m.hier.load(c, line);
+        let mut lat = acc.latency;
+        if acc.mem_read {
+            let now = self.m.now;
+            lat += self.mem_read(line, now + acc.latency);
+        }
+        self.dispatch_side_effects(c);
+        lat
+    }
+
+    /// Whether sync ordinal `aux` on `addr` may perform; if not, registers the waiter.
+    fn sync_ready(&mut self, addr: u64, aux: u32, c: usize, drain: bool) -> bool {
+        let performed = self.m.sync.get(&addr).map(|s| s.performed).unwrap_or(0);
+        if performed >= aux {
+            return true;
+        }
+        self.m.sync_waiters.insert((addr, aux), (c, drain));
+        false
+    }
+
+    /// Records a sync event as performed and wakes the next one on the address. Returns the
+    /// core it synchronises with (the last releaser, if another core).
+    fn sync_performed(&mut self, addr: u64, gid: u64, c: usize, releases: bool) -> Option<usize> {
+        let s = self.m.sync.entry(addr).or_default();
+        s.performed += 1;
+        let ordinal = s.performed;
+        let releaser = s.last_releaser.map(|r| r as usize).filter(|&r| r != c);
+        if releases {
+            s.last_releaser = Some(c as u16);
+        }
+        let now = self.m.now;
+        if let Some(r) = &mut self.m.record {
+            r.syncs.push(pmsim_trace::SyncPerform { time: now, gid, thread: c as u16, addr });
+        }
+        if let Some((w, drain)) = self.m.sync_waiters.remove(&(addr, ordinal)) {
+            if drain {
+                let core = &mut self.m.cores[w];
+                core.drain_stall = None;
+                if !core.drain_scheduled {
+                    core.drain_scheduled = true;
+                    self.m.schedule(now, Ev::Drain(w as u16));
+                }
+            } else {
+                self.m.wake_core(w);
+            }
+        }
+        releaser
+    }
+
+    /// Issues the read-for-ownership of a store to `addr` now; returns when it completes.
+    fn rfo(&mut self, c: usize, kind: Kind, addr: u64) -> u64 {
+        let line = addr & !(LINE_BYTES - 1);
+        let acc = if kind == Kind::NtStore { self.m.hier.nt_store(c, line) } else { self.m.hier.store(c, line) };
+        let mut lat = acc.latency;
+        if acc.mem_read {
+            let now = self.m.now;
+            lat += self.mem_read(line, now + acc.latency);
+        }
+        self.dispatch_side_effects(c);
+        self.m.now + lat
+    }
+
+    /// Issues the head's read-for-ownership (sync stores issue theirs only at the head) and
+    /// schedules the drain for when it completes.
+    fn start_store(&mut self, c: usize, kind: Kind, addr: u64) {
+        let t = self.rfo(c, kind, addr);
+        let core = &mut self.m.cores[c];
+        if let Some(h) = core.sb.front_mut() {
+            h.ready_at = t;
+        }
+        core.drain_scheduled = true;
+        self.m.schedule(t, Ev::Drain(c as u16));
+    }
+
+    /// Waits for the head's RFO if it has not completed; true if the drain must return.
+    fn wait_ready(&mut self, c: usize, ready_at: u64) -> bool {
+        if ready_at > self.m.now {
+            self.m.cores[c].drain_scheduled = true;
+            self.m.schedule(ready_at, Ev::Drain(c as u16));
+            return true;
+        }
+        false
+    }
+
+    fn drain(&mut self, c: usize) {
+        self.m.cores[c].drain_scheduled = false;
+        while let Some(head) = self.m.cores[c].sb.front().copied() {
+            let done = self.m.cores[c].head_done;
+            match head.kind {
+                Kind::Store | Kind::NtStore => {
+                    if self.wait_ready(c, head.ready_at) {
+                        return;
+                    }
+                    let pm = self.m.is_pm(head.addr);
+                    if pm {
+                        if let Err(cause) = self.design.admit_store(&mut self.m, c, head.addr & !(LINE_BYTES - 1)) {
+                            self.m.cores[c].drain_stall = Some(cause);
+                            return;
+                        }
+                    }
+                    let data = self.m.perform_store_words(c, &head);
+                    if pm {
+                        self.m.cores[c].stats.pm_stores += 1;
+                        let st = PmStore { gid: head.gid, data, nontemporal: head.kind == Kind::NtStore, sync: false };
+                        self.design.on_store(&mut self.m, c, &st);
+                    }
+                }
+                Kind::Ofence | Kind::Dfence | Kind::Sfence | Kind::Mfence | Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
+                    if !done {
+                        let step = if head.kind.is_barrier() || matches!(head.kind, Kind::Sfence | Kind::Mfence) {
+                            self.design.on_fence(&mut self.m, c, head.kind, head.gid)
+                        } else {
+                            self.design.on_flush(&mut self.m, c, head.kind, head.addr & !(LINE_BYTES - 1))
+                        };
+                        if let Step::Wait(cause) = step {
+                            self.m.cores[c].drain_stall = Some(cause);
+                            return;
+                        }
+                    }
+                    if head.kind == Kind::Dfence {
+                        let now = self.m.now;
+                        if let Some(r) = &mut self.m.record {
+                            r.dfences.push((head.gid, now));
+                        }
+                    }
+                }
+                Kind::Release | Kind::Rmw => {
+                    if !self.sync_ready(head.addr, head.aux, c, true) {
+                        self.m.cores[c].drain_stall = Some(StallCause::Sync);
+                        return;
+                    }
+                    if !done {
+                        if let Step::Wait(cause) = self.design.on_release(&mut self.m, c, head.gid) {
+                            self.m.cores[c].drain_stall = Some(cause);
+                            return;
+                        }
+                        self.m.cores[c].head_done = true;
+                    }
+                    if head.ready_at == u64::MAX {
+                        self.start_store(c, head.kind, head.addr);
+                        return;
+                    }
+                    if self.wait_ready(c, head.ready_at) {
+                        return;
+                    }
+                    let pm = self.m.is_pm(head.addr);
+                    if pm {
+                        if let Err(cause) = self.design.admit_store(&mut self.m, c, head.addr & !(LINE_BYTES - 1)) {
+                            self.m.cores[c].drain_stall = Some(cause);
+                            return;
+                        }
+                    }
+                    if head.kind == Kind::Rmw {
+                        self.m.record_load(c, head.gid, head.addr, head.size);
+                    }
+                    let data = self.m.perform_store_words(c, &head);
+                    if pm {
+                        self.m.cores[c].stats.pm_stores += 1;
+                        let st = PmStore { gid: head.gid, data, nontemporal: false, sync: true };
+                        self.design.on_store(&mut self.m, c, &st);
+                    }
+                    let releaser = self.sync_performed(head.addr, head.gid, c, true);
+                    if head.kind == Kind::Rmw {
+                        self.design.on_acquire(&mut self.m, c, releaser);
+                    }
+                }
+                _ => {}
+            }
+            self.retire(c, head.seq);
+        }
+    }
+
+    fn retire(&mut self, c: usize, seq: u64) {
+        self.last_progress = self.m.now;
+        let core = &mut self.m.cores[c];
+        core.sb.pop_front();
+        core.head_done = false;
+        core.drain_stall = None;
+        let wake = core.blocked.is_some()
+            && (core.wait_seq == Some(seq)
+                || (core.wait_sb_space && core.sb.len() < core.sb_cap)
+                || (core.wait_sb_empty && core.sb.is_empty()));
+        if wake {
+            self.m.wake_core(c);
+        }
+        let core = &mut self.m.cores[c];
+        if core.ending && core.sb.is_empty() {
+            core.finished = true;
+            core.stats.finish_ps = core.time.max(self.m.now);
+        }
+    }
+
+    /// The persistence domain's contents at this instant, applied in order on top of NVM:
+    /// the WPQs (ADR) first, then the design's own (undo records, caches, buffers).
+    pub fn crash_writes(&self) -> Vec<LineData> {
+        let mut out = Vec::new();
+        for mc in &self.m.mcs {
+            for e in &mc.wpq {
+                out.push(e.data);
+            }
+        }
+        self.design.crash_writes(&self.m, &mut out);
+        out
+    }
+
+    /// Simulated execution time: when the last thread retired its last event.
+    pub fn exec_time_ps(&self) -> u64 {
+        self.m.cores.iter().map(|c| c.stats.finish_ps).max().unwrap_or(0)
+    }
+}

@@ -1,0 +1,117 @@
+//! Timing checked against the configured latencies: change a latency, the result moves by
+//! exactly that much. No expected number here is copied from a run.
+
+use pmsim_engine::{simulate, Config, RunStats};
+use pmsim_trace::text::parse_str;
+use std::sync::Arc;
+
+fn run(src: &str, design: &str, cfg: &Config) -> RunStats {
+    let t = Arc::new(parse_str("test.trace", src).unwrap());
+    simulate(&t, cfg, design).unwrap()
+}
+
+const ONE_STORE_DFENCE: &str = "# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8 2a\nT0 dfence\n";
+const ONE_STORE: &str = "# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8 2a\n";
+
+/// A store to an uncached PM line: read-for-ownership through L1, L2, LLC and the PM media.
+fn rfo_ns(c: &Config) -> f64 {
+    c.l1.latency_ns + c.l2.latency_ns + c.llc.latency_ns + c.pm.read_ns
+}
+
+#[test]
+fn baseline_dfence_costs_a_clwb_round_trip() {
+    let c = Config::default();
+    let s = run(ONE_STORE_DFENCE, "baseline", &c);
+    // store RFO, then clwb: reach the line in L1, one hop to the MC, one hop back with the ACK.
+    let expect = rfo_ns(&c) + c.l1.latency_ns + 2.0 * c.noc.hop_ns;
+    assert_eq!(s.sim_time_ns, expect);
+    assert_eq!(s.pm_writes, 1, "exactly one line written at the media");
+    assert_eq!(s.stall_cycles["dfence"], ((c.l1.latency_ns + 2.0 * c.noc.hop_ns + rfo_ns(&c) - 0.25) * 2.0).floor() as u64);
+}
+
+#[test]
+fn baseline_time_moves_by_the_changed_latency() {
+    let base = run(ONE_STORE_DFENCE, "baseline", &Config::default()).sim_time_ns;
+    let mut c = Config::default();
+    c.noc.hop_ns += 7.0;
+    assert_eq!(run(ONE_STORE_DFENCE, "baseline", &c).sim_time_ns, base + 14.0, "two hops: flush and ACK");
+    let mut c = Config::default();
+    c.pm.read_ns += 100.0;
+    assert_eq!(run(ONE_STORE_DFENCE, "baseline", &c).sim_time_ns, base + 100.0, "the RFO reads PM once");
+    let mut c = Config::default();
+    c.pm.write_ns += 100.0;
+    assert_eq!(run(ONE_STORE_DFENCE, "baseline", &c).sim_time_ns, base, "ADR: the ACK does not wait for the media");
+}
+
+#[test]
+fn eadr_dfence_costs_nothing() {
+    let c = Config::default();
+    let with = run(ONE_STORE_DFENCE, "eadr", &c);
+    let without = run(ONE_STORE, "eadr", &c);
+    assert_eq!(with.sim_time_ns, without.sim_time_ns);
+    assert_eq!(with.sim_time_ns, rfo_ns(&c));
+    assert_eq!(with.stall_cycles["dfence"], 0);
+    // Nothing is written back: the line stays in the (persistent) cache.
+    assert_eq!(with.pm_writes, 0);
+}
+
+#[test]
+fn stats_json_is_byte_identical_across_runs() {
+    let mut p = std::collections::BTreeMap::new();
+    p.insert("ops".to_string(), "300".to_string());
+    let g = pmsim_workloads::generate("array", &p).unwrap();
+    let t = Arc::new(g.trace);
+    for d in ["baseline", "eadr"] {
+        let a = simulate(&t, &Config::default(), d).unwrap().to_json();
+        let b = simulate(&t, &Config::default(), d).unwrap().to_json();
+        assert_eq!(a, b, "{d}");
+    }
+}
+
+fn bandwidth(design: &str, cfg: &Config, ops: u64) -> RunStats {
+    let mut p = std::collections::BTreeMap::new();
+    p.insert("ops".to_string(), ops.to_string());
+    p.insert("threads".to_string(), "2".to_string());
+    let g = pmsim_workloads::generate("bandwidth", &p).unwrap();
+    simulate(&Arc::new(g.trace), cfg, design).unwrap()
+}
+
+#[test]
+fn baseline_bandwidth_is_bounded_by_the_flush_round_trip() {
+    let ops = 200;
+    let c = Config::default();
+    let base = bandwidth("baseline", &c, ops);
+    let mut slow_noc = c.clone();
+    slow_noc.noc.hop_ns += 10.0;
+    let t = bandwidth("baseline", &slow_noc, ops);
+    // Each ofence waits for one flush round trip (two hops) per 256 B block.
+    let per_op_ns = (t.sim_time_ns - base.sim_time_ns) / ops as f64;
+    assert!((per_op_ns - 20.0).abs() < 2.0, "per-op change {per_op_ns} ns, expected ~20 (2 hops x 10 ns)");
+    // Write bandwidth is not the bound: halving it barely moves the time.
+    let mut slow_media = c.clone();
+    slow_media.pm.write_gbps /= 2.0;
+    let w = bandwidth("baseline", &slow_media, ops);
+    assert!(w.sim_time_ns < base.sim_time_ns * 1.05, "{} vs {}", w.sim_time_ns, base.sim_time_ns);
+}
+
+#[test]
+fn eadr_bandwidth_is_bounded_by_the_media_write_bandwidth() {
+    // A small LLC so the stream reaches steady state (every new line evicts a dirty one).
+    let mut c = Config::default();
+    c.llc.size_kib = 256;
+    c.l2.size_kib = 64;
+    let ops = 6000;
+    let base = bandwidth("eadr", &c, ops);
+    let mut half = c.clone();
+    half.pm.write_gbps /= 2.0;
+    let h = bandwidth("eadr", &half, ops);
+    let ratio = h.sim_time_ns / base.sim_time_ns;
+    assert!(ratio > 1.6, "halving write bandwidth should nearly double the time, ratio {ratio}");
+    let mut noc = c.clone();
+    noc.noc.hop_ns += 10.0;
+    let n = bandwidth("eadr", &noc, ops);
+    assert!((n.sim_time_ns / base.sim_time_ns - 1.0).abs() < 0.05, "the NoC is not the bound under eADR");
+    // Achieved write bandwidth approaches the configured media bandwidth of both MCs.
+    let gbps: f64 = base.mcs.iter().map(|m| m.write_bandwidth_gbps).sum();
+    assert!(gbps > 0.8 * 2.0 * c.pm.write_gbps, "achieved {gbps} GB/s");
+}
