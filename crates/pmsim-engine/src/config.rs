@@ -118,7 +118,8 @@ impl Config {
     /// Reads a TOML file; unknown sections or keys are errors naming them.
     pub fn from_toml_file(path: &std::path::Path) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File { file: file.clone(), msg: e.to_string() })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ConfigError::File { file: file.clone(), msg: e.to_string() })?;
         Config::from_toml_str(&file, &text)
     }
 
@@ -140,10 +141,7 @@ impl Config {
         let name = self.canonical(key)?;
         let (sec, field) = name.split_once('.').unwrap_or(("", ""));
         let mut v = toml::Value::try_from(&*self).map_err(|e| param_err(key, e.to_string()))?;
-        let slot = v
-            .get_mut(sec)
-            .and_then(|s| s.get_mut(field))
-            .ok_or_else(|| param_err(key, "unknown parameter"))?;
+        let slot = v.get_mut(sec).and_then(|s| s.get_mut(field)).ok_or_else(|| param_err(key, "unknown parameter"))?;
         let parsed = match slot {
             toml::Value::Integer(_) => value
                 .trim()
@@ -173,14 +171,30 @@ impl Config {
         }
         let prefix = key.split(['.', '_']).next().unwrap_or("");
         let close: Vec<&str> = PARAMS.iter().map(|p| p.name).filter(|n| n.starts_with(prefix)).collect();
-        let hint = if close.is_empty() { "see 'pmsim config show'".to_string() } else { format!("did you mean one of: {}", close.join(", ")) };
+        let hint = if close.is_empty() {
+            "see 'pmsim config show'".to_string()
+        } else {
+            format!("did you mean one of: {}", close.join(", "))
+        };
         Err(param_err(key, format!("unknown parameter ({hint})")))
     }
 
     /// Checks ranges that would make the model meaningless.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let pos = |name: &str, v: f64| if v > 0.0 && v.is_finite() { Ok(()) } else { Err(param_err(name, format!("must be > 0, got {v}"))) };
-        let nonneg = |name: &str, v: f64| if v >= 0.0 && v.is_finite() { Ok(()) } else { Err(param_err(name, format!("must be >= 0, got {v}"))) };
+        let pos = |name: &str, v: f64| {
+            if v > 0.0 && v.is_finite() {
+                Ok(())
+            } else {
+                Err(param_err(name, format!("must be > 0, got {v}")))
+            }
+        };
+        let nonneg = |name: &str, v: f64| {
+            if v >= 0.0 && v.is_finite() {
+                Ok(())
+            } else {
+                Err(param_err(name, format!("must be >= 0, got {v}")))
+            }
+        };
         if !(1..=64).contains(&self.core.count) {
             return Err(param_err("core.count", format!("must be in 1..=64, got {}", self.core.count)));
         }
@@ -196,11 +210,17 @@ impl Config {
         ] {
             let lines = size * 1024 / 64;
             if ways == 0 || lines == 0 || lines % ways as u64 != 0 || !(lines / ways as u64).is_power_of_two() {
-                return Err(param_err(&format!("{n}.size_kib"), format!("{size} KiB with {ways} ways does not give a power-of-two number of sets")));
+                return Err(param_err(
+                    &format!("{n}.size_kib"),
+                    format!("{size} KiB with {ways} ways does not give a power-of-two number of sets"),
+                ));
             }
             nonneg(&format!("{n}.latency_ns"), lat)?;
             if !["lru", "random"].contains(&repl.as_str()) {
-                return Err(param_err(&format!("{n}.replacement"), format!("unknown policy '{repl}' (valid: lru, random)")));
+                return Err(param_err(
+                    &format!("{n}.replacement"),
+                    format!("unknown policy '{repl}' (valid: lru, random)"),
+                ));
             }
         }
         nonneg("noc.hop_ns", self.noc.hop_ns)?;
@@ -208,10 +228,16 @@ impl Config {
             return Err(param_err("mc.count", format!("must be in 1..=16, got {}", self.mc.count)));
         }
         if self.mc.interleave < 64 || !self.mc.interleave.is_power_of_two() {
-            return Err(param_err("mc.interleave", format!("must be a power of two >= 64, got {}", self.mc.interleave)));
+            return Err(param_err(
+                "mc.interleave",
+                format!("must be a power of two >= 64, got {}", self.mc.interleave),
+            ));
         }
         if !["interleave", "xor"].contains(&self.mc.mapping.as_str()) {
-            return Err(param_err("mc.mapping", format!("unknown mapper '{}' (valid: interleave, xor)", self.mc.mapping)));
+            return Err(param_err(
+                "mc.mapping",
+                format!("unknown mapper '{}' (valid: interleave, xor)", self.mc.mapping),
+            ));
         }
         if self.mc.wpq_entries == 0 {
             return Err(param_err("mc.wpq_entries", "must be at least 1"));
@@ -222,7 +248,13 @@ impl Config {
         pos("pm.write_gbps", self.pm.write_gbps)?;
         nonneg("dram.latency_ns", self.dram.latency_ns)?;
         nonneg("pb.flush_ns", self.pb.flush_ns)?;
-        for (n, v) in [("pb.entries", self.pb.entries), ("pb.wbb_entries", self.pb.wbb_entries), ("et.entries", self.et.entries), ("rt.entries", self.rt.entries), ("rt.bloom_counters", self.rt.bloom_counters)] {
+        for (n, v) in [
+            ("pb.entries", self.pb.entries),
+            ("pb.wbb_entries", self.pb.wbb_entries),
+            ("et.entries", self.et.entries),
+            ("rt.entries", self.rt.entries),
+            ("rt.bloom_counters", self.rt.bloom_counters),
+        ] {
             if v == 0 {
                 return Err(param_err(n, "must be at least 1"));
             }
@@ -246,7 +278,11 @@ impl Config {
                 section = sec;
             }
             let val = v.get(sec).and_then(|s| s.get(field)).map(|x| x.to_string()).unwrap_or_default();
-            out.push_str(&format!("{field} = {val}  # {}{}\n", if p.unit.is_empty() { String::new() } else { format!("[{}] ", p.unit) }, p.help));
+            out.push_str(&format!(
+                "{field} = {val}  # {}{}\n",
+                if p.unit.is_empty() { String::new() } else { format!("[{}] ", p.unit) },
+                p.help
+            ));
         }
         out
     }

@@ -10,8 +10,8 @@ use pmsim_trace::MemImage;
 /// The full crash image at the simulator's current instant.
 pub fn image(sim: &Simulator) -> MemImage {
     let mut img = MemImage::new();
-    for (w, v) in &sim.m.nvm.words {
-        img.set(*w, *v);
+    for (w, v) in sim.m.nvm.words() {
+        img.set(w, v);
     }
     for d in sim.crash_writes() {
         for (w, v) in d.iter() {

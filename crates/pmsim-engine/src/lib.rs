@@ -24,8 +24,20 @@ use std::sync::Arc;
 
 /// Simulates an in-memory trace under `design` and returns its statistics.
 pub fn simulate(trace: &Arc<Trace>, cfg: &Config, design: &str) -> Result<RunStats, SimError> {
-    let d = design::build(design, cfg, false).map_err(SimError::Setup)?;
-    let mut sim = Simulator::new(cfg, d, trace.pm.clone(), VecSource::all(trace), trace.labels.clone(), false)?;
+    let mut sim = simulator(trace, cfg, design, false, false)?;
     sim.run()?;
     Ok(RunStats::collect(&sim))
+}
+
+/// A simulator for an in-memory trace; `record` keeps word data and the run record (crash
+/// checking, recovery), `allow_broken` admits the test-only broken design variants.
+pub fn simulator(
+    trace: &Arc<Trace>,
+    cfg: &Config,
+    design: &str,
+    record: bool,
+    allow_broken: bool,
+) -> Result<Simulator, SimError> {
+    let d = design::build(design, cfg, allow_broken).map_err(SimError::Setup)?;
+    Simulator::new(cfg, d, trace.pm.clone(), VecSource::all(trace), trace.labels.clone(), record)
 }

@@ -166,6 +166,9 @@ pub struct Machine {
     /// Waiters on sync ordinals: (address, ordinal) -> (core, is_drain).
     pub sync_waiters: FxHashMap<(u64, u32), (usize, bool)>,
     pub record: Option<RunRecord>,
+    /// Keep word values and identities (coherent memory, NVM). Timing never depends on them, so
+    /// timing-only runs turn this off; crash checking and recovery turn it on.
+    pub track_data: bool,
     /// Bumped whenever the persistent state (NVM, WPQs, a design's domain) changes.
     pub persist_version: u64,
     pub hop_ps: u64,
@@ -211,6 +214,7 @@ impl Machine {
             sync: FxHashMap::default(),
             sync_waiters: FxHashMap::default(),
             record: if record { Some(RunRecord::default()) } else { None },
+            track_data: true,
             persist_version: 0,
             hop_ps: ns(cfg.noc.hop_ns),
             cycle_ps: cfg.cycle_ps(),
@@ -257,17 +261,14 @@ impl Machine {
     /// accepts it (the ACK).
     pub fn mc_write(&mut self, mc: usize, data: LineData, reply: Option<DesignEv>) {
         let now = self.now;
-        match self.mcs[mc].offer(now, data, reply) {
-            Some(done) => {
-                if done > 0 {
-                    self.schedule(done, Ev::McDone(mc as u16));
-                }
-                self.persist_version += 1;
-                if let Some(r) = reply {
-                    self.schedule(now + self.hop_ps, Ev::Design(r));
-                }
+        if let Some(done) = self.mcs[mc].offer(now, data, reply) {
+            if done > 0 {
+                self.schedule(done, Ev::McDone(mc as u16));
             }
-            None => {}
+            self.persist_version += 1;
+            if let Some(r) = reply {
+                self.schedule(now + self.hop_ps, Ev::Design(r));
+            }
         }
     }
 
@@ -280,7 +281,7 @@ impl Machine {
     /// Handles `Ev::McDone`.
     pub fn mc_complete(&mut self, mc: usize) {
         let mut acc = std::mem::take(&mut self.mc_accepted);
-        self.mcs[mc].complete(self.now, &mut self.nvm, &mut acc);
+        self.mcs[mc].complete(self.now, if self.track_data { Some(&mut self.nvm) } else { None }, &mut acc);
         self.persist_version += 1;
         for &(reply, done) in &acc {
             self.schedule(done, Ev::McDone(mc as u16));
@@ -301,7 +302,11 @@ impl Machine {
 
     /// The coherent (newest performed) contents of `line`'s written words.
     pub fn coherent_line(&self, line: u64) -> LineData {
-        self.coherent.line(line)
+        if self.track_data {
+            self.coherent.line(line)
+        } else {
+            LineData { line, mask: 0xff, words: [pmsim_trace::WordVal::default(); 8] }
+        }
     }
 
     /// The design finished with the head of `core`'s store buffer (after returning `Wait`).
@@ -351,21 +356,55 @@ impl Machine {
         let line = e.addr & !(LINE_BYTES - 1);
         let mut d = LineData::new(line);
         let end = e.addr + e.size as u64;
+        let now = self.now;
+        if !self.track_data {
+            let mut w = e.addr & !7;
+            while w < end {
+                d.set(word_index(w), pmsim_trace::WordVal { id: e.gid, data: 0 });
+                w += 8;
+            }
+            return d;
+        }
+        let cur = self.coherent.line_mut(line);
         let mut w = e.addr & !7;
         while w < end {
-            let mut old = self.coherent.get(w).unwrap_or(pmsim_trace::WordVal { id: pmsim_trace::INITIAL_ID, data: 0 });
-            for a in w.max(e.addr)..(w + 8).min(end) {
-                let b = if e.has_value { e.value[(a - e.addr) as usize] } else { 0 };
-                let sh = (a - w) * 8;
-                old.data = (old.data & !(0xffu64 << sh)) | ((b as u64) << sh);
+            let i = word_index(w);
+            let mut old = if cur.mask & (1 << i) != 0 {
+                cur.words[i]
+            } else {
+                pmsim_trace::WordVal { id: pmsim_trace::INITIAL_ID, data: 0 }
+            };
+            let lo = w.max(e.addr);
+            let hi = (w + 8).min(end);
+            if lo == w && hi == w + 8 {
+                let off = (w - e.addr) as usize;
+                old.data = if e.has_value {
+                    u64::from_le_bytes(e.value[off..off + 8].try_into().unwrap_or([0; 8]))
+                } else {
+                    0
+                };
+            } else {
+                for a in lo..hi {
+                    let b = if e.has_value { e.value[(a - e.addr) as usize] } else { 0 };
+                    let sh = (a - w) * 8;
+                    old.data = (old.data & !(0xffu64 << sh)) | ((b as u64) << sh);
+                }
             }
             old.id = e.gid;
-            self.coherent.put(w, old);
-            d.set(word_index(w), old);
-            if let Some(r) = &mut self.record {
-                r.accesses.push(pmsim_trace::WordAccess { time: self.now, gid: e.gid, thread: core as u16, word: w, kind: pmsim_trace::Access::Store });
-            }
+            cur.set(i, old);
+            d.set(i, old);
             w += 8;
+        }
+        if let Some(r) = &mut self.record {
+            for (w, _) in d.iter() {
+                r.accesses.push(pmsim_trace::WordAccess {
+                    time: now,
+                    gid: e.gid,
+                    thread: core as u16,
+                    word: w,
+                    kind: pmsim_trace::Access::Store,
+                });
+            }
         }
         d
     }
@@ -387,7 +426,13 @@ impl Machine {
             let read = fwd.unwrap_or_else(|| self.coherent.get(w).map(|v| v.id).unwrap_or(pmsim_trace::INITIAL_ID));
             let now = self.now;
             if let Some(r) = &mut self.record {
-                r.accesses.push(pmsim_trace::WordAccess { time: now, gid, thread: core as u16, word: w, kind: pmsim_trace::Access::Load { read } });
+                r.accesses.push(pmsim_trace::WordAccess {
+                    time: now,
+                    gid,
+                    thread: core as u16,
+                    word: w,
+                    kind: pmsim_trace::Access::Load { read },
+                });
             }
             w += 8;
         }

@@ -46,7 +46,7 @@ pub struct Simulator {
 
 impl Simulator {
     /// Builds a simulator for `sources` (one per thread). The core count is raised to the thread
-    /// count when smaller.
+    /// count when smaller. `record` keeps the run record and word data (crash checking).
     pub fn new(
         cfg: &Config,
         design: Box<dyn Design>,
@@ -62,6 +62,7 @@ impl Simulator {
         let mut cfg = cfg.clone();
         cfg.core.count = cfg.core.count.max(threads);
         let mut m = Machine::new(&cfg, pm, record);
+        m.track_data = record;
         for c in 0..threads {
             m.schedule(0, Ev::Core(c as u16));
         }
@@ -69,7 +70,8 @@ impl Simulator {
             m.cores[c].finished = true;
         }
         let ppi_milli = ((cfg.cycle_ps() as f64 * 1000.0) / cfg.core.ipc).round() as u64;
-        let cursors = sources.into_iter().map(|src| Cursor { src, chunk: Chunk::default(), pos: 0, exhausted: false }).collect();
+        let cursors =
+            sources.into_iter().map(|src| Cursor { src, chunk: Chunk::default(), pos: 0, exhausted: false }).collect();
         let watchdog_ps = (cfg.sim.watchdog_ms * 1e9) as u64;
         Ok(Simulator { m, design, cursors, ppi_milli, last_progress: 0, watchdog_ps, threads, labels })
     }
@@ -145,9 +147,16 @@ impl Simulator {
             ));
         }
         if report.is_empty() {
-            report = format!("  every core finished but the design still has persists in flight: {}\n", self.design.describe_core(usize::MAX));
+            report = format!(
+                "  every core finished but the design still has persists in flight: {}\n",
+                self.design.describe_core(usize::MAX)
+            );
         }
-        SimError::Stuck { at_ns: self.m.now / 1000, idle_ns: self.m.now.saturating_sub(self.last_progress) / 1000, report }
+        SimError::Stuck {
+            at_ns: self.m.now / 1000,
+            idle_ns: self.m.now.saturating_sub(self.last_progress) / 1000,
+            report,
+        }
     }
 
     fn dispatch_side_effects(&mut self, core: usize) {
@@ -253,7 +262,8 @@ impl Simulator {
         core.next_seq += 1;
         // Stores issue their read-for-ownership as they enter the buffer (store prefetching),
         // so misses overlap; they still perform (become visible) in order at the head.
-        let ready_at = if matches!(ev.kind, Kind::Store | Kind::NtStore) { self.rfo(c, ev.kind, ev.addr) } else { u64::MAX };
+        let ready_at =
+            if matches!(ev.kind, Kind::Store | Kind::NtStore) { self.rfo(c, ev.kind, ev.addr) } else { u64::MAX };
         let core = &mut self.m.cores[c];
         core.sb.push_back(SbEntry {
             seq,
@@ -473,7 +483,13 @@ impl Simulator {
                         self.design.on_store(&mut self.m, c, &st);
                     }
                 }
-                Kind::Ofence | Kind::Dfence | Kind::Sfence | Kind::Mfence | Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
+                Kind::Ofence
+                | Kind::Dfence
+                | Kind::Sfence
+                | Kind::Mfence
+                | Kind::Clwb
+                | Kind::ClflushOpt
+                | Kind::Clflush => {
                     if !done {
                         let step = if head.kind.is_barrier() || matches!(head.kind, Kind::Sfence | Kind::Mfence) {
                             self.design.on_fence(&mut self.m, c, head.kind, head.gid)

@@ -96,7 +96,8 @@ impl RunStats {
             .take(sim.threads)
             .map(|c| {
                 let s = &c.stats;
-                let stall_cycles: BTreeMap<&'static str, u64> = StallCause::ALL.iter().map(|k| (k.name(), s.stall_ps[*k as usize] / cyc)).collect();
+                let stall_cycles: BTreeMap<&'static str, u64> =
+                    StallCause::ALL.iter().map(|k| (k.name(), s.stall_ps[*k as usize] / cyc)).collect();
                 for (k, v) in &stall_cycles {
                     *stall_total.entry(k).or_default() += v;
                 }
@@ -108,7 +109,11 @@ impl RunStats {
                     pm_stores: s.pm_stores,
                     cycles: s.finish_ps / cyc,
                     stall_cycles,
-                    load_latency_avg_ns: round3(if s.loads > 0 { s.load_latency_ps as f64 / s.loads as f64 / 1000.0 } else { 0.0 }),
+                    load_latency_avg_ns: round3(if s.loads > 0 {
+                        s.load_latency_ps as f64 / s.loads as f64 / 1000.0
+                    } else {
+                        0.0
+                    }),
                     operations: s.ops,
                     finish_ns: round3(s.finish_ps as f64 / 1000.0),
                 }
@@ -126,8 +131,16 @@ impl RunStats {
                 wpq_full_waits: mc.stats.wpq_full_waits,
                 wpq_occupancy_avg: round3(mc.occupancy_avg(end)),
                 wpq_occupancy_max: mc.stats.wpq_occupancy_max,
-                read_bandwidth_gbps: round3(if secs > 0.0 { mc.stats.pm_reads as f64 * 64.0 / secs / 1e9 } else { 0.0 }),
-                write_bandwidth_gbps: round3(if secs > 0.0 { mc.stats.pm_writes as f64 * 64.0 / secs / 1e9 } else { 0.0 }),
+                read_bandwidth_gbps: round3(if secs > 0.0 {
+                    mc.stats.pm_reads as f64 * 64.0 / secs / 1e9
+                } else {
+                    0.0
+                }),
+                write_bandwidth_gbps: round3(if secs > 0.0 {
+                    mc.stats.pm_writes as f64 * 64.0 / secs / 1e9
+                } else {
+                    0.0
+                }),
             })
             .collect();
         let ops: u64 = m.cores.iter().map(|c| c.stats.ops).sum();

@@ -26,7 +26,10 @@ fn baseline_dfence_costs_a_clwb_round_trip() {
     let expect = rfo_ns(&c) + c.l1.latency_ns + 2.0 * c.noc.hop_ns;
     assert_eq!(s.sim_time_ns, expect);
     assert_eq!(s.pm_writes, 1, "exactly one line written at the media");
-    assert_eq!(s.stall_cycles["dfence"], ((c.l1.latency_ns + 2.0 * c.noc.hop_ns + rfo_ns(&c) - 0.25) * 2.0).floor() as u64);
+    assert_eq!(
+        s.stall_cycles["dfence"],
+        ((c.l1.latency_ns + 2.0 * c.noc.hop_ns + rfo_ns(&c) - 0.25) * 2.0).floor() as u64
+    );
 }
 
 #[test]
@@ -114,4 +117,19 @@ fn eadr_bandwidth_is_bounded_by_the_media_write_bandwidth() {
     // Achieved write bandwidth approaches the configured media bandwidth of both MCs.
     let gbps: f64 = base.mcs.iter().map(|m| m.write_bandwidth_gbps).sum();
     assert!(gbps > 0.8 * 2.0 * c.pm.write_gbps, "achieved {gbps} GB/s");
+}
+
+#[test]
+fn tracking_data_does_not_change_timing() {
+    let mut p = std::collections::BTreeMap::new();
+    p.insert("ops".to_string(), "300".to_string());
+    let t = Arc::new(pmsim_workloads::generate("array", &p).unwrap().trace);
+    for d in ["baseline", "eadr"] {
+        let mut a = pmsim_engine::simulator(&t, &Config::default(), d, false, false).unwrap();
+        a.run().unwrap();
+        let mut b = pmsim_engine::simulator(&t, &Config::default(), d, true, false).unwrap();
+        b.run().unwrap();
+        assert_eq!(RunStats::collect(&a).to_json(), RunStats::collect(&b).to_json(), "{d}");
+        assert!(!b.m.coherent.lines.is_empty() && a.m.coherent.lines.is_empty());
+    }
 }

@@ -1,1 +1,131 @@
+//! The `pmsim._core` extension module: the Rust core as the Python package sees it.
+//!
+//! Functions take and return plain strings, maps and JSON so the Python side stays thin; every
+//! failure is a `pmsim.PmsimError` carrying one clear message (never a Rust panic).
 
+pub mod runner;
+
+use pyo3::create_exception;
+use pyo3::prelude::*;
+use runner::Input;
+use std::collections::BTreeMap;
+
+create_exception!(_core, PmsimError, pyo3::exceptions::PyValueError);
+
+fn err(msg: String) -> PyErr {
+    PmsimError::new_err(msg)
+}
+
+fn input(trace: Option<String>, workload: Option<String>, params: BTreeMap<String, String>) -> PyResult<Input> {
+    match (trace, workload) {
+        (Some(t), None) => Ok(Input::File(t)),
+        (None, Some(w)) => Ok(Input::Workload(w, params)),
+        _ => Err(err("give exactly one of a trace file or a workload".into())),
+    }
+}
+
+/// Runs one simulation; returns the stats as JSON.
+#[pyfunction]
+#[pyo3(signature = (design, trace=None, workload=None, params=None, config=None, overrides=None, allow_broken=false))]
+#[allow(clippy::too_many_arguments)]
+fn run(
+    py: Python<'_>,
+    design: String,
+    trace: Option<String>,
+    workload: Option<String>,
+    params: Option<BTreeMap<String, String>>,
+    config: Option<String>,
+    overrides: Option<BTreeMap<String, String>>,
+    allow_broken: bool,
+) -> PyResult<String> {
+    let inp = input(trace, workload, params.unwrap_or_default())?;
+    let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
+    py.allow_threads(|| runner::run(&inp, &design, &cfg, allow_broken)).map(|s| s.to_json()).map_err(err)
+}
+
+/// Splits keyword arguments into (config overrides, workload params).
+#[pyfunction]
+fn split_kwargs(kw: BTreeMap<String, String>) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    runner::split_kwargs(&kw)
+}
+
+/// The effective configuration, one documented line per parameter.
+#[pyfunction]
+#[pyo3(signature = (config=None, overrides=None))]
+fn config_show(config: Option<String>, overrides: Option<BTreeMap<String, String>>) -> PyResult<String> {
+    let c = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
+    Ok(c.show())
+}
+
+/// Every parameter as (name, unit, help).
+#[pyfunction]
+fn config_params() -> Vec<(String, String, String)> {
+    pmsim_engine::config::PARAMS.iter().map(|p| (p.name.to_string(), p.unit.to_string(), p.help.to_string())).collect()
+}
+
+/// Designs as (name, description).
+#[pyfunction]
+fn designs() -> Vec<(String, String)> {
+    pmsim_engine::DESIGNS.iter().map(|d| (d.name.to_string(), d.about.to_string())).collect()
+}
+
+/// Workloads as JSON: name, description, parameters (common and own).
+#[pyfunction]
+fn workloads() -> String {
+    let list: Vec<serde_json::Value> = pmsim_workloads::list()
+        .iter()
+        .map(|w| {
+            let params: Vec<&pmsim_workloads::ParamSpec> =
+                pmsim_workloads::params::COMMON.iter().chain(w.params()).collect();
+            serde_json::json!({"name": w.name(), "description": w.description(), "params": params})
+        })
+        .collect();
+    serde_json::to_string(&list).unwrap_or_default()
+}
+
+#[pyfunction]
+#[pyo3(signature = (src, dst, to_binary, compress=true))]
+fn trace_convert(py: Python<'_>, src: String, dst: String, to_binary: bool, compress: bool) -> PyResult<()> {
+    py.allow_threads(|| runner::convert(&src, &dst, to_binary, compress)).map_err(err)
+}
+
+#[pyfunction]
+#[pyo3(signature = (trace=None, workload=None, params=None))]
+fn trace_stats(
+    trace: Option<String>,
+    workload: Option<String>,
+    params: Option<BTreeMap<String, String>>,
+) -> PyResult<String> {
+    let inp = input(trace, workload, params.unwrap_or_default())?;
+    let s = runner::trace_stats(&inp).map_err(err)?;
+    serde_json::to_string(&s).map_err(|e| err(e.to_string()))
+}
+
+/// Writes a workload's trace to `dst` (binary if it ends in .bin or .pmtb); returns the event count.
+#[pyfunction]
+#[pyo3(signature = (workload, params, dst, compress=true))]
+fn trace_generate(
+    py: Python<'_>,
+    workload: String,
+    params: BTreeMap<String, String>,
+    dst: String,
+    compress: bool,
+) -> PyResult<u64> {
+    py.allow_threads(|| runner::generate_to(&workload, &params, &dst, compress)).map_err(err)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("PmsimError", m.py().get_type::<PmsimError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(split_kwargs, m)?)?;
+    m.add_function(wrap_pyfunction!(config_show, m)?)?;
+    m.add_function(wrap_pyfunction!(config_params, m)?)?;
+    m.add_function(wrap_pyfunction!(designs, m)?)?;
+    m.add_function(wrap_pyfunction!(workloads, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_generate, m)?)?;
+    Ok(())
+}

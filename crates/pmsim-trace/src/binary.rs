@@ -343,9 +343,7 @@ impl<R: Read + Seek> Cursor<R> {
                         return Err(self.bad(&format!("block for thread {thread} of {}", self.header.threads)));
                     }
                     if !want(thread) {
-                        self.r
-                            .seek(SeekFrom::Current(stored_len as i64))
-                            .map_err(|_| self.bad("truncated block"))?;
+                        self.r.seek(SeekFrom::Current(stored_len as i64)).map_err(|_| self.bad("truncated block"))?;
                         self.offset += stored_len as u64;
                         continue;
                     }
@@ -389,7 +387,9 @@ pub(crate) fn decode_block(
         let kind = Kind::from_u8(kb & 0x7f).ok_or_else(|| format!("unknown event kind {}", kb & 0x7f))?;
         let mut ev = Event { gid, ..Event::new(kind) };
         match kind {
-            Kind::Compute | Kind::Begin | Kind::End => ev.addr = get_varint(payload, &mut pos).ok_or("truncated event")?,
+            Kind::Compute | Kind::Begin | Kind::End => {
+                ev.addr = get_varint(payload, &mut pos).ok_or("truncated event")?
+            }
             Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => {}
             _ => {
                 ev.addr = get_varint(payload, &mut pos).ok_or("truncated event")?;

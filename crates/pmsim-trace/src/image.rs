@@ -72,4 +72,3 @@ impl MemImage {
         v
     }
 }
-

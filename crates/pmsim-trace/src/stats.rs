@@ -28,7 +28,8 @@ pub struct TraceStats {
 impl TraceStats {
     /// Streams every thread's source once.
     pub fn collect(pm: &[PmRange], sources: &mut [Box<dyn EventSource>]) -> Result<TraceStats, TraceError> {
-        let mut st = TraceStats { threads: sources.len(), events_by_thread: vec![0; sources.len()], ..Default::default() };
+        let mut st =
+            TraceStats { threads: sources.len(), events_by_thread: vec![0; sources.len()], ..Default::default() };
         let mut by_kind = [0u64; Kind::ALL.len()];
         let mut chunk = Chunk::default();
         for (t, src) in sources.iter_mut().enumerate() {

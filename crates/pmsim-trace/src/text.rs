@@ -115,9 +115,8 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                     return Err(err("expected 'pm BASE SIZE'".into()));
                 }
                 let base = parse_num(toks[1]).ok_or_else(|| err(format!("bad PM base '{}'", toks[1])))?;
-                let size = parse_num(toks[2])
-                    .filter(|&s| s > 0)
-                    .ok_or_else(|| err(format!("bad PM size '{}'", toks[2])))?;
+                let size =
+                    parse_num(toks[2]).filter(|&s| s > 0).ok_or_else(|| err(format!("bad PM size '{}'", toks[2])))?;
                 if base.checked_add(size).is_none() {
                     return Err(err("PM range overflows the address space".into()));
                 }
@@ -130,9 +129,8 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                 if !have_threads {
                     return Err(err("event before 'threads'".into()));
                 }
-                let thread = t[1..]
-                    .parse::<usize>()
-                    .map_err(|_| err(format!("bad thread '{t}' (expected T0, T1, ...)")))?;
+                let thread =
+                    t[1..].parse::<usize>().map_err(|_| err(format!("bad thread '{t}' (expected T0, T1, ...)")))?;
                 if thread >= sink.num_threads() {
                     return Err(err(format!("thread T{thread} but the trace has {} threads", sink.num_threads())));
                 }
@@ -168,7 +166,8 @@ fn parse_event<S: EventSink>(b: &mut S, thread: usize, toks: &[&str]) -> Result<
     };
     let addr_of = |s: &str| parse_num(s).ok_or_else(|| format!("bad address '{s}'"));
     let size_of = |s: &str, addr: u64| -> Result<u8, String> {
-        let n = parse_num(s).filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("size '{s}' is not in 1..=64"))?;
+        let n =
+            parse_num(s).filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("size '{s}' is not in 1..=64"))?;
         if (addr % LINE_BYTES) + n > LINE_BYTES {
             return Err(format!("access of {n} bytes at {addr:#x} crosses a 64 B line"));
         }
@@ -224,7 +223,8 @@ fn parse_event<S: EventSink>(b: &mut S, thread: usize, toks: &[&str]) -> Result<
         Kind::Begin | Kind::End => {
             nargs(1, 1)?;
             let id = b.label(args[0]).map_err(|e| format!("cannot write: {e}"))?;
-            b.push(thread, Event { addr: id as u64, ..Event::new(kind) }, None).map_err(|e| format!("cannot write: {e}"))?;
+            b.push(thread, Event { addr: id as u64, ..Event::new(kind) }, None)
+                .map_err(|e| format!("cannot write: {e}"))?;
         }
     }
     Ok(())

@@ -58,7 +58,7 @@ impl Heap {
 
     fn bump(next: &mut u64, size: u64, align: u64) -> u64 {
         let align = align.max(8);
-        let a = (*next + align - 1) / align * align;
+        let a = (*next).div_ceil(align) * align;
         *next = a + size.max(1);
         a
     }

@@ -12,7 +12,7 @@
 //! it runs the structure's recovery and checks its invariants.
 
 mod ctx;
-mod params;
+pub mod params;
 mod recovery;
 mod registry;
 

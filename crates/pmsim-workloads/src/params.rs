@@ -53,7 +53,8 @@ impl Params {
                 let names: Vec<&str> = COMMON.iter().chain(own).map(|s| s.name).collect();
                 return Err(err(format!("unknown parameter '{k}' (valid: {})", names.join(", "))));
             }
-            let n = parse_u64(v).ok_or_else(|| err(format!("parameter '{k}' = '{v}' is not a non-negative integer")))?;
+            let n =
+                parse_u64(v).ok_or_else(|| err(format!("parameter '{k}' = '{v}' is not a non-negative integer")))?;
             vals.insert(k.clone(), n);
         }
         let threads = vals["threads"] as usize;

@@ -40,7 +40,14 @@ pub struct Baseline {
 
 impl Baseline {
     pub fn new(cfg: &Config) -> Baseline {
-        Baseline { cores: (0..64.max(cfg.core.count)).map(|_| CoreState::default()).collect(), inflight: InFlight::default(), stall: true, clwbs: 0, fence_flushes: 0, writebacks: 0 }
+        Baseline {
+            cores: (0..64.max(cfg.core.count)).map(|_| CoreState::default()).collect(),
+            inflight: InFlight::default(),
+            stall: true,
+            clwbs: 0,
+            fence_flushes: 0,
+            writebacks: 0,
+        }
     }
 
     /// TEST ONLY: sfence returns without waiting for the flushes' ACKs.
@@ -179,7 +186,11 @@ impl Design for Baseline {
 
     fn describe_core(&self, core: usize) -> String {
         match self.cores.get(core) {
-            Some(c) => format!("baseline: {} flushes awaiting ACK, {} lines written since last fence", c.outstanding, c.written.len()),
+            Some(c) => format!(
+                "baseline: {} flushes awaiting ACK, {} lines written since last fence",
+                c.outstanding,
+                c.written.len()
+            ),
             None => format!("baseline: {} writes in flight", self.inflight.count),
         }
     }

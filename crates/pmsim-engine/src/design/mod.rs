@@ -133,8 +133,16 @@ pub struct DesignInfo {
 
 /// Every design selectable at run time.
 pub static DESIGNS: &[DesignInfo] = &[
-    DesignInfo { name: "baseline", about: "Intel x86: clwb of the thread's dirty PM lines + stalling sfence at ofence/dfence/release", build: |c| Box::new(baseline::Baseline::new(c)) },
-    DesignInfo { name: "eadr", about: "caches in the persistence domain (battery); fences free", build: |c| Box::new(eadr::Eadr::new(c)) },
+    DesignInfo {
+        name: "baseline",
+        about: "Intel x86: clwb of the thread's dirty PM lines + stalling sfence at ofence/dfence/release",
+        build: |c| Box::new(baseline::Baseline::new(c)),
+    },
+    DesignInfo {
+        name: "eadr",
+        about: "caches in the persistence domain (battery); fences free",
+        build: |c| Box::new(eadr::Eadr::new(c)),
+    },
 ];
 
 /// Test-only broken variants (reachable only by names starting with `broken-`).
@@ -151,7 +159,11 @@ pub fn build(name: &str, cfg: &crate::config::Config, allow_broken: bool) -> Res
         Some(d) => Ok((d.build)(cfg)),
         None => {
             let names: Vec<&str> = DESIGNS.iter().map(|d| d.name).collect();
-            let hint = if !allow_broken && BROKEN.iter().any(|d| d.name == name) { " (broken variants need --allow-broken-designs)" } else { "" };
+            let hint = if !allow_broken && BROKEN.iter().any(|d| d.name == name) {
+                " (broken variants need --allow-broken-designs)"
+            } else {
+                ""
+            };
             Err(format!("unknown design '{name}' (valid: {}){hint}", names.join(", ")))
         }
     }

@@ -74,7 +74,14 @@ impl Cache {
     pub fn new(size_kib: u64, ways: usize, policy_name: &str, seed: u64) -> Cache {
         let lines = (size_kib * 1024 / 64) as usize;
         let sets = (lines / ways).max(1);
-        Cache { sets, ways, tags: vec![EMPTY; sets * ways], repl: policy(policy_name, sets, ways, seed), hits: 0, misses: 0 }
+        Cache {
+            sets,
+            ways,
+            tags: vec![EMPTY; sets * ways],
+            repl: policy(policy_name, sets, ways, seed),
+            hits: 0,
+            misses: 0,
+        }
     }
 
     #[inline]

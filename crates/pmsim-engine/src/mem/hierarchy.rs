@@ -40,8 +40,12 @@ impl Hierarchy {
         let n = cfg.core.count;
         let seed = cfg.sim.seed;
         Hierarchy {
-            l1: (0..n).map(|i| Cache::new(cfg.l1.size_kib, cfg.l1.ways, &cfg.l1.replacement, seed ^ (i as u64 * 31 + 1))).collect(),
-            l2: (0..n).map(|i| Cache::new(cfg.l2.size_kib, cfg.l2.ways, &cfg.l2.replacement, seed ^ (i as u64 * 37 + 2))).collect(),
+            l1: (0..n)
+                .map(|i| Cache::new(cfg.l1.size_kib, cfg.l1.ways, &cfg.l1.replacement, seed ^ (i as u64 * 31 + 1)))
+                .collect(),
+            l2: (0..n)
+                .map(|i| Cache::new(cfg.l2.size_kib, cfg.l2.ways, &cfg.l2.replacement, seed ^ (i as u64 * 37 + 2)))
+                .collect(),
             llc: Cache::new(cfg.llc.size_kib, cfg.llc.ways, &cfg.llc.replacement, seed ^ 3),
             dir: Directory::default(),
             l1_ps: ns(cfg.l1.latency_ns),

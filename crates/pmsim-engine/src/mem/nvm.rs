@@ -46,38 +46,45 @@ pub fn word_index(addr: u64) -> usize {
     ((addr % LINE_BYTES) / 8) as usize
 }
 
-/// Word-granular memory with identities.
+/// Memory with identities, stored per 64 B line (one hash lookup per line access).
 #[derive(Default)]
 pub struct WordStore {
-    pub words: FxHashMap<u64, WordVal>,
+    pub lines: FxHashMap<u64, LineData>,
 }
 
 impl WordStore {
     #[inline]
     pub fn get(&self, word: u64) -> Option<WordVal> {
-        self.words.get(&word).copied()
+        let line = word & !(LINE_BYTES - 1);
+        let i = word_index(word);
+        self.lines.get(&line).filter(|d| d.mask & (1 << i) != 0).map(|d| d.words[i])
     }
 
     #[inline]
     pub fn put(&mut self, word: u64, v: WordVal) {
-        self.words.insert(word, v);
+        let line = word & !(LINE_BYTES - 1);
+        self.lines.entry(line).or_insert_with(|| LineData::new(line)).set(word_index(word), v);
     }
 
     /// The valid words of `line` this store holds.
+    #[inline]
     pub fn line(&self, line: u64) -> LineData {
-        let mut d = LineData::new(line);
-        for i in 0..8 {
-            if let Some(v) = self.words.get(&(line + i as u64 * 8)) {
-                d.set(i, *v);
-            }
-        }
-        d
+        self.lines.get(&line).copied().unwrap_or_else(|| LineData::new(line))
+    }
+
+    /// Mutable access to `line`'s words (created empty).
+    #[inline]
+    pub fn line_mut(&mut self, line: u64) -> &mut LineData {
+        self.lines.entry(line).or_insert_with(|| LineData::new(line))
     }
 
     pub fn write_line(&mut self, d: &LineData) {
-        for (w, v) in d.iter() {
-            self.words.insert(w, v);
-        }
+        self.line_mut(d.line).merge(d);
+    }
+
+    /// Every word, unordered.
+    pub fn words(&self) -> impl Iterator<Item = (u64, WordVal)> + '_ {
+        self.lines.values().flat_map(|d| d.iter())
     }
 }
 

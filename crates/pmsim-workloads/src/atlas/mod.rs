@@ -1,4 +1,10 @@
-//! (workloads of this family are registered here)
+//! Atlas workloads (ASAP Table III): lock-based persistent data structures made failure-atomic by
+//! Atlas's undo logging of every store inside a lock-delimited section ([`undo_log`]).
 use crate::Workload;
 
-pub static WORKLOADS: &[&dyn Workload] = &[];
+pub mod heap;
+pub mod queue;
+pub mod skiplist;
+pub mod undo_log;
+
+pub static WORKLOADS: &[&dyn Workload] = &[&heap::AtlasHeap, &queue::AtlasQueue, &skiplist::AtlasSkiplist];

@@ -1,4 +1,25 @@
-//! (workloads of this family are registered here)
+//! Concurrent persistent-memory indexes of the ASAP paper's Table III (CCEH, FAST_FAIR, Dash,
+//! RECIPE), reimplemented from their published algorithms to reproduce each one's persist pattern.
 use crate::Workload;
 
-pub static WORKLOADS: &[&dyn Workload] = &[];
+mod common;
+pub mod keys;
+
+mod cceh;
+mod clht;
+mod dash;
+mod dash_eh;
+mod dash_lh;
+mod fastfair;
+mod masstree;
+mod part;
+
+pub static WORKLOADS: &[&dyn Workload] = &[
+    &cceh::Cceh,
+    &fastfair::FastFair,
+    &dash_eh::DashEh,
+    &dash_lh::DashLh,
+    &part::PArt,
+    &clht::PClht,
+    &masstree::PMasstree,
+];

@@ -19,7 +19,12 @@ pub struct ArrayUpdate;
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "array_bytes", default: "1048576", unit: "bytes", help: "size of the persistent array" },
     ParamSpec { name: "stripes", default: "64", unit: "locks", help: "lock stripes over the array" },
-    ParamSpec { name: "dfence_every", default: "8", unit: "operations", help: "a dfence after every K operations of a thread" },
+    ParamSpec {
+        name: "dfence_every",
+        default: "8",
+        unit: "operations",
+        help: "a dfence after every K operations of a thread",
+    },
     ParamSpec { name: "compute", default: "50", unit: "instructions", help: "non-memory instructions per operation" },
 ];
 
@@ -34,7 +39,7 @@ impl Workload for ArrayUpdate {
         PARAMS
     }
     fn generate(&self, p: &Params) -> Generated {
-        let bytes = (p.get("array_bytes").max(4096) + 63) / 64 * 64;
+        let bytes = p.get("array_bytes").max(4096).div_ceil(64) * 64;
         let stripes = p.get("stripes").clamp(1, bytes / 64);
         let k = p.get("dfence_every").max(1);
         let compute = p.get("compute");

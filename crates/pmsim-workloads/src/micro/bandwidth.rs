@@ -15,8 +15,18 @@ use pmsim_trace::MemImage;
 pub struct Bandwidth;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "block", default: "256", unit: "bytes", help: "bytes written per ordered block (multiple of 64)" },
-    ParamSpec { name: "stride", default: "4096", unit: "bytes", help: "MC interleaving granularity the blocks alternate across" },
+    ParamSpec {
+        name: "block",
+        default: "256",
+        unit: "bytes",
+        help: "bytes written per ordered block (multiple of 64)",
+    },
+    ParamSpec {
+        name: "stride",
+        default: "4096",
+        unit: "bytes",
+        help: "MC interleaving granularity the blocks alternate across",
+    },
     ParamSpec { name: "compute", default: "0", unit: "instructions", help: "non-memory instructions between blocks" },
 ];
 
@@ -41,7 +51,7 @@ impl Workload for Bandwidth {
         PARAMS
     }
     fn generate(&self, p: &Params) -> Generated {
-        let block = (p.get("block").max(64) + 63) / 64 * 64;
+        let block = p.get("block").max(64).div_ceil(64) * 64;
         let stride = p.get("stride").max(64);
         let compute = p.get("compute");
         let mut g = Gen::new(p);
@@ -87,7 +97,9 @@ impl Recovery for BandwidthRecovery {
                     if v == word_value(t as u64, i, w) {
                         present += 1;
                     } else if v != 0 {
-                        return Err(RecoveryError::new(format!("thread {t} block {i} word {w}: value {v:#x} was never written there")));
+                        return Err(RecoveryError::new(format!(
+                            "thread {t} block {i} word {w}: value {v:#x} was never written there"
+                        )));
                     }
                 }
                 let complete = present == self.block / 8;
@@ -110,7 +122,10 @@ impl Recovery for BandwidthRecovery {
             let a = block_addr(self.bases[op.thread as usize], op.key, self.block, self.stride);
             for w in 0..self.block / 8 {
                 if img.read_u64(a + w * 8) != word_value(t, op.key, w) {
-                    return Err(RecoveryError::new(format!("thread {t} block {} completed before a dfence but is missing", op.key)));
+                    return Err(RecoveryError::new(format!(
+                        "thread {t} block {} completed before a dfence but is missing",
+                        op.key
+                    )));
                 }
             }
             rep.durable_ops_checked += 1;

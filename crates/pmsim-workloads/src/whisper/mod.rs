@@ -1,4 +1,13 @@
-//! (workloads of this family are registered here)
+//! WHISPER-like workloads (ASAP Table III): N-Store and Echo (native PM code) and the
+//! PMDK-transaction applications Vacation and Memcached, reimplemented as generators that
+//! reproduce their persist patterns. The undo log they share with Atlas is
+//! [`crate::atlas::undo_log`]; [`common`] holds the value tagging and history checks.
 use crate::Workload;
 
-pub static WORKLOADS: &[&dyn Workload] = &[];
+pub mod common;
+pub mod echo;
+pub mod memcached;
+pub mod nstore;
+pub mod vacation;
+
+pub static WORKLOADS: &[&dyn Workload] = &[&nstore::NStore, &echo::Echo, &vacation::Vacation, &memcached::Memcached];

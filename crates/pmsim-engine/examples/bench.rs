@@ -1,0 +1,42 @@
+//! Simulated trace events per host second: `cargo run --release -p pmsim-engine --example bench
+//! [workload] [design] [threads] [ops]`. (The user-facing command is `pmsim bench`.)
+
+use pmsim_engine::{simulate, Config};
+use std::sync::Arc;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let workload = args.get(1).map(String::as_str).unwrap_or("array");
+    let design = args.get(2).map(String::as_str).unwrap_or("baseline");
+    let threads = args.get(3).map(String::as_str).unwrap_or("4");
+    let ops = args.get(4).map(String::as_str).unwrap_or("50000");
+    let mut p = std::collections::BTreeMap::new();
+    p.insert("threads".to_string(), threads.to_string());
+    p.insert("ops".to_string(), ops.to_string());
+    let g = match pmsim_workloads::generate(workload, &p) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let t = Arc::new(g.trace);
+    let n = t.num_events();
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t0 = std::time::Instant::now();
+        let s = match simulate(&t, &Config::default(), design) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("bench: {e}");
+                std::process::exit(1);
+            }
+        };
+        best = best.min(t0.elapsed().as_secs_f64());
+        std::hint::black_box(s);
+    }
+    println!(
+        "{workload} {design} threads={threads} ops={ops}: {n} events in {best:.3} s = {:.0} events/s",
+        n as f64 / best
+    );
+}

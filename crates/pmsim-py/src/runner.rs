@@ -1,0 +1,193 @@
+//! What the `pmsim` command and the Python API ask of the Rust core, as plain functions over
+//! strings and maps, so errors come back as one clear message.
+
+use pmsim_engine::design;
+use pmsim_engine::{Config, RunStats, Simulator};
+use pmsim_trace::{binary, text, BinarySource, EventSource, Trace, TraceStats, VecSource};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Where the events come from.
+pub enum Input {
+    File(String),
+    Workload(String, BTreeMap<String, String>),
+}
+
+/// Builds the configuration from an optional TOML file and `key=value` overrides.
+pub fn config(file: Option<&str>, overrides: &BTreeMap<String, String>) -> Result<Config, String> {
+    let mut c = match file {
+        Some(f) => Config::from_toml_file(Path::new(f)).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    for (k, v) in overrides {
+        c.set(k, v).map_err(|e| e.to_string())?;
+    }
+    Ok(c)
+}
+
+/// Splits keyword arguments into configuration overrides and workload parameters.
+pub fn split_kwargs(kw: &BTreeMap<String, String>) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let probe = Config::default();
+    let mut cfg = BTreeMap::new();
+    let mut wl = BTreeMap::new();
+    for (k, v) in kw {
+        if probe.canonical(k).is_ok() {
+            cfg.insert(k.clone(), v.clone());
+        } else {
+            wl.insert(k.clone(), v.clone());
+        }
+    }
+    (cfg, wl)
+}
+
+/// A trace's sources, PM ranges and labels: binary files stream, text files are parsed.
+pub fn sources(input: &Input) -> Result<(Vec<Box<dyn EventSource>>, Vec<pmsim_trace::PmRange>, Vec<String>), String> {
+    match input {
+        Input::File(path) => {
+            let p = Path::new(path);
+            if !p.exists() {
+                return Err(format!("{path}: no such file"));
+            }
+            if binary::is_binary(p) {
+                let first = BinarySource::open(p, 0).map_err(|e| e.to_string())?;
+                let h = first.header().clone();
+                let mut srcs: Vec<Box<dyn EventSource>> = vec![Box::new(first)];
+                for t in 1..h.threads {
+                    srcs.push(Box::new(BinarySource::open(p, t).map_err(|e| e.to_string())?));
+                }
+                let labels = BinarySource::labels(p).map_err(|e| e.to_string())?;
+                Ok((srcs, h.pm, labels))
+            } else {
+                let t = Arc::new(text::read_path(p).map_err(|e| e.to_string())?);
+                Ok((VecSource::all(&t), t.pm.clone(), t.labels.clone()))
+            }
+        }
+        Input::Workload(name, params) => {
+            let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
+            let t = Arc::new(g.trace);
+            Ok((VecSource::all(&t), t.pm.clone(), t.labels.clone()))
+        }
+    }
+}
+
+/// Runs one simulation and returns its stats.
+pub fn run(input: &Input, design_name: &str, cfg: &Config, allow_broken: bool) -> Result<RunStats, String> {
+    let d = design::build(design_name, cfg, allow_broken)?;
+    let (srcs, pm, labels) = sources(input)?;
+    let mut sim = Simulator::new(cfg, d, pm, srcs, labels, false).map_err(|e| e.to_string())?;
+    sim.run().map_err(|e| e.to_string())?;
+    Ok(RunStats::collect(&sim))
+}
+
+/// Loads a whole trace (text or binary) into memory.
+pub fn load_trace(path: &str) -> Result<Trace, String> {
+    binary::read_any(Path::new(path)).map_err(|e| e.to_string())
+}
+
+/// `pmsim trace convert`: text <-> binary, streaming in both directions.
+pub fn convert(src: &str, dst: &str, to_binary: bool, compress: bool) -> Result<(), String> {
+    let sp = Path::new(src);
+    if !sp.exists() {
+        return Err(format!("{src}: no such file"));
+    }
+    let tmp = format!("{dst}.partial");
+    let result = (|| -> Result<(), String> {
+        let out = std::fs::File::create(&tmp).map_err(|e| format!("{dst}: cannot create: {e}"))?;
+        let out = std::io::BufWriter::new(out);
+        if to_binary {
+            if binary::is_binary(sp) {
+                let t = load_trace(src)?;
+                binary::write(out, &t, compress).map_err(|e| format!("{dst}: {e}"))?;
+                return Ok(());
+            }
+            let mut w = binary::Writer::new(out, compress);
+            let f = std::fs::File::open(sp).map_err(|e| format!("{src}: {e}"))?;
+            text::read_into(src, std::io::BufReader::new(f), &mut w).map_err(|e| e.to_string())?;
+            w.finish().map_err(|e| format!("{dst}: {e}"))?;
+        } else {
+            let mut out = out;
+            if binary::is_binary(sp) {
+                write_text_streaming(sp, &mut out)?;
+            } else {
+                let t = load_trace(src)?;
+                text::write(&mut out, &t).map_err(|e| format!("{dst}: {e}"))?;
+            }
+            std::io::Write::flush(&mut out).map_err(|e| format!("{dst}: {e}"))?;
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => std::fs::rename(&tmp, dst).map_err(|e| format!("{dst}: {e}")),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Binary -> text without loading the trace: one cursor per thread, merged by gid.
+fn write_text_streaming(p: &Path, out: &mut impl std::io::Write) -> Result<(), String> {
+    let name = p.display().to_string();
+    let first = BinarySource::open(p, 0).map_err(|e| e.to_string())?;
+    let h = first.header().clone();
+    let labels = BinarySource::labels(p).map_err(|e| e.to_string())?;
+    let mut srcs: Vec<BinarySource> = vec![first];
+    for t in 1..h.threads {
+        srcs.push(BinarySource::open(p, t).map_err(|e| e.to_string())?);
+    }
+    text::write_header(out, h.threads, &h.pm).map_err(|e| format!("{name}: {e}"))?;
+    let mut chunks: Vec<pmsim_trace::Chunk> = (0..h.threads).map(|_| pmsim_trace::Chunk::default()).collect();
+    let mut pos = vec![0usize; h.threads];
+    let mut live = vec![true; h.threads];
+    loop {
+        let mut best: Option<(u64, usize)> = None;
+        for t in 0..h.threads {
+            if live[t] && pos[t] >= chunks[t].events.len() {
+                pos[t] = 0;
+                live[t] = srcs[t].next_chunk(&mut chunks[t]).map_err(|e| e.to_string())?;
+            }
+            if live[t] {
+                let g = chunks[t].events[pos[t]].gid;
+                if best.is_none_or(|(bg, _)| g < bg) {
+                    best = Some((g, t));
+                }
+            }
+        }
+        let Some((_, t)) = best else { break };
+        let ev = chunks[t].events[pos[t]];
+        pos[t] += 1;
+        writeln!(out, "T{t} {}", text::format_event(&ev, &chunks[t].bytes, &labels))
+            .map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `pmsim trace stats`.
+pub fn trace_stats(input: &Input) -> Result<TraceStats, String> {
+    let (mut srcs, pm, _) = sources(input)?;
+    TraceStats::collect(&pm, &mut srcs).map_err(|e| e.to_string())
+}
+
+/// Writes a workload's trace to a file (text, or binary when the name ends in .bin/.pmtb).
+pub fn generate_to(name: &str, params: &BTreeMap<String, String>, dst: &str, compress: bool) -> Result<u64, String> {
+    let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
+    let tmp = format!("{dst}.partial");
+    let f = std::fs::File::create(&tmp).map_err(|e| format!("{dst}: cannot create: {e}"))?;
+    let mut out = std::io::BufWriter::new(f);
+    let r = if dst.ends_with(".bin") || dst.ends_with(".pmtb") {
+        binary::write(out, &g.trace, compress).map(|_| ())
+    } else {
+        text::write(&mut out, &g.trace).and_then(|_| std::io::Write::flush(&mut out))
+    };
+    match r {
+        Ok(()) => {
+            std::fs::rename(&tmp, dst).map_err(|e| format!("{dst}: {e}"))?;
+            Ok(g.trace.num_events() as u64)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(format!("{dst}: {e}"))
+        }
+    }
+}

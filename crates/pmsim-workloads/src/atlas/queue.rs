@@ -1,0 +1,207 @@
+//! `atlas-queue`: a persistent linked FIFO queue made failure-atomic by Atlas.
+//!
+//! Pattern (Atlas, OOPSLA'14, its queue example): a singly linked list with a sentinel, header
+//! {head, tail}, one lock (the "one lock" variant). Enqueue allocates and fills a node (stores to
+//! memory allocated inside the FASE need no undo record, as in Atlas), then links it with two
+//! logged stores (`tail->next`, `tail`), each preceded by its persisted undo record. Dequeue reads
+//! the first node's element and advances `head` (one logged store; the old sentinel is dropped).
+//! Lock acquire/release are logged; at the unlock the data is ordered before the log truncation
+//! and made durable (`dfence`).
+//!
+//! Simplifications: nodes are never reused (bump allocation). Recovery: roll back the active
+//! FASE, walk from `head` (only allocated nodes, no cycle), check `tail` is the last node, every
+//! element well formed and the elements in enqueue order; per-word history check.
+
+use super::undo_log::{alloc_logs, fase_begin, fase_commit, rollback};
+use crate::ctx::{Gen, Interleaver};
+use crate::params::{ParamSpec, Params};
+use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::registry::{Generated, Workload};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use pmsim_trace::MemImage;
+use rustc_hash::FxHashSet;
+
+pub struct AtlasQueue;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec { name: "initial", default: "256", unit: "elements", help: "elements in the queue before the run" },
+    ParamSpec { name: "enqueue_pct", default: "50", unit: "%", help: "share of enqueues (the rest are dequeues)" },
+    ParamSpec {
+        name: "compute",
+        default: "100",
+        unit: "instructions",
+        help: "non-memory work per operation (outside the lock)",
+    },
+];
+
+/// Node: {next, key, value}.
+struct Layout {
+    hdr: u64,
+    ks: usize,
+    vs: usize,
+    size: u64,
+}
+
+impl Layout {
+    fn node(&self, key: u64, tag: u64) -> Vec<u8> {
+        let mut n = vec![0u8; 8];
+        n.extend_from_slice(&key_bytes(key, self.ks));
+        n.resize(8 + r8(self.ks) as usize, 0);
+        n.extend_from_slice(&value_bytes(tag, self.vs));
+        n.resize(self.size as usize, 0);
+        n
+    }
+}
+
+impl Workload for AtlasQueue {
+    fn name(&self) -> &'static str {
+        "atlas-queue"
+    }
+    fn description(&self) -> &'static str {
+        "Atlas persistent linked queue: enqueue/dequeue in one lock-delimited FASE, undo record + ofence before every store"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn generate(&self, p: &Params) -> Generated {
+        let initial = p.get("initial");
+        let enq_pct = p.get("enqueue_pct").min(100);
+        let compute = p.get("compute");
+        let mut g = Gen::new(p);
+        let l = Layout {
+            hdr: g.heap.alloc_pm(64, 64),
+            ks: p.key_size,
+            vs: p.value_size,
+            size: 8 + r8(p.key_size) + r8(p.value_size),
+        };
+        let logs = alloc_logs(&mut g.heap, p.threads);
+        let lock = g.heap.alloc_dram(64, 64);
+        let mut hist = History::default();
+        let mut nodes: FxHashSet<u64> = FxHashSet::default();
+        let mut tag = 0u64;
+        let setup_gid = {
+            let mut c = g.ctx(0);
+            let sentinel = c.alloc_pm(l.size, 64);
+            nodes.insert(sentinel);
+            let mut words = vec![l.hdr, l.hdr + 8];
+            c.store(sentinel, &vec![0u8; l.size as usize]);
+            let mut prev = sentinel;
+            for _ in 0..initial {
+                let n = c.alloc_pm(l.size, 64);
+                nodes.insert(n);
+                tag += 1;
+                let key = c.rng().below(1 << 32);
+                c.store(n, &l.node(key, tag));
+                c.store_u64(prev, n);
+                words.extend((0..l.size / 8).map(|w| n + w * 8));
+                prev = n;
+            }
+            words.extend((0..l.size / 8).map(|w| sentinel + w * 8));
+            c.store_u64(l.hdr, sentinel);
+            c.store_u64(l.hdr + 8, prev);
+            let gid = c.dfence();
+            hist.record(SETUP, words, &c.g.heap);
+            gid
+        };
+        let mut txid = 0u64;
+        Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
+            let enq = c.rng().percent(enq_pct);
+            let key = c.rng().below(1 << 32);
+            txid += 1;
+            let label = if enq { "enqueue" } else { "dequeue" };
+            c.begin(label);
+            c.compute(compute);
+            let mut tx = fase_begin(c, lock, logs[c.thread], txid);
+            let mut rec = OpRecord { op: if enq { 0 } else { 2 }, key, ..Default::default() };
+            if enq {
+                let n = c.alloc_pm(l.size, 64);
+                nodes.insert(n);
+                tag += 1;
+                rec.value = tag;
+                tx.fresh(n, l.size);
+                tx.write(c, n, &l.node(key, tag));
+                let tail = c.load_u64(l.hdr + 8);
+                tx.write_u64(c, tail, n);
+                tx.write_u64(c, l.hdr + 8, n);
+            } else {
+                let head = c.load_u64(l.hdr);
+                let first = c.load_u64(head);
+                if first == 0 {
+                    rec.op = OP_READ;
+                } else {
+                    let v = c.load_bytes(first + 8 + r8(l.ks), l.vs);
+                    rec.value = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
+                    rec.key = c.load_u64(first + 8);
+                    tx.write_u64(c, l.hdr, first);
+                }
+            }
+            let words = fase_commit(c, tx, lock);
+            let idx = c.g.log.ops.len() as u32;
+            hist.record(idx, words, &c.g.heap);
+            c.end(label, rec);
+            c.dfence();
+            c.unlock(lock);
+        });
+        let (trace, log) = g.finish();
+        Generated { trace, recovery: Box::new(QueueRecovery { l, nodes, logs, hist, log, setup_gid }) }
+    }
+}
+
+struct QueueRecovery {
+    l: Layout,
+    nodes: FxHashSet<u64>,
+    logs: Vec<u64>,
+    hist: History,
+    log: OpLog,
+    setup_gid: u64,
+}
+
+impl Recovery for QueueRecovery {
+    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
+        let mut img = image.clone();
+        rollback(&mut img, &self.logs)?;
+        if !dfence_done(self.setup_gid) {
+            // Crash during the initial population (not failure-atomic): only history applies.
+            let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
+            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
+        }
+        let l = &self.l;
+        let (head, tail) = (img.read_u64(l.hdr), img.read_u64(l.hdr + 8));
+        let mut items = 0u64;
+        if head != 0 || tail != 0 {
+            if !self.nodes.contains(&head) || !self.nodes.contains(&tail) {
+                return Err(RecoveryError::new(format!("queue head {head:#x} / tail {tail:#x} is not a node")));
+            }
+            let (mut cur, mut last_tag) = (head, 0u64);
+            let mut seen = FxHashSet::default();
+            loop {
+                if !seen.insert(cur) {
+                    return Err(RecoveryError::new(format!("queue has a cycle at {cur:#x}")));
+                }
+                let next = img.read_u64(cur);
+                if next == 0 {
+                    break;
+                }
+                if !self.nodes.contains(&next) {
+                    return Err(RecoveryError::new(format!("node {cur:#x} links to {next:#x}, which is not a node")));
+                }
+                let key = key_of(&img.read_bytes(next + 8, l.ks));
+                let val = value_of(&img.read_bytes(next + 8 + r8(l.ks), l.vs));
+                let (Ok(Some(_)), Ok(Some(t))) = (key, val) else {
+                    return Err(RecoveryError::new(format!("queued node {next:#x} holds no well-formed element")));
+                };
+                if t <= last_tag {
+                    return Err(RecoveryError::new(format!("element {t} queued after {last_tag}: FIFO order broken")));
+                }
+                last_tag = t;
+                items += 1;
+                cur = next;
+            }
+            if cur != tail {
+                return Err(RecoveryError::new(format!("tail {tail:#x} is not the last node {cur:#x}")));
+            }
+        }
+        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
+        Ok(RecoveryReport { items, durable_ops_checked: checked })
+    }
+}

@@ -1,0 +1,263 @@
+//! `atlas-skiplist`: a persistent skip list (ordered map) made failure-atomic by Atlas.
+//!
+//! Pattern (Atlas, OOPSLA'14, its skip-list example): one lock; the search walks the levels from
+//! the head (loads of next pointers and keys). Insert of a new key fills a freshly allocated node
+//! (unlogged: allocated inside the FASE) and links it at each of its levels with a logged store of
+//! the predecessor's `next[i]` (undo record + `ofence` before each); insert of a present key
+//! updates its value in place (logged). Delete unlinks the node at each level (logged stores).
+//! Lock acquire/release are logged; at the unlock the data is ordered before the log truncation
+//! and made durable (`dfence`). Levels are geometric (p = 1/2) up to `max_level`.
+//!
+//! Simplifications: unlinked nodes are not reused. Recovery: roll back the active FASE, then walk
+//! level 0 (allocated nodes only, keys strictly increasing, well-formed elements), check each
+//! upper level is an ordered sub-list of nodes tall enough; per-word history check.
+
+use super::undo_log::{alloc_logs, fase_begin, fase_commit, rollback};
+use crate::ctx::{Ctx, Gen, Interleaver};
+use crate::params::{ParamSpec, Params};
+use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::registry::{Generated, Workload};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use pmsim_trace::MemImage;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+pub struct AtlasSkiplist;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec { name: "keys", default: "4096", unit: "keys", help: "key space; half of it is inserted before the run" },
+    ParamSpec { name: "insert_pct", default: "50", unit: "%", help: "share of inserts (the rest are deletes)" },
+    ParamSpec { name: "max_level", default: "12", unit: "levels", help: "maximum node height" },
+    ParamSpec {
+        name: "compute",
+        default: "100",
+        unit: "instructions",
+        help: "non-memory work per operation (outside the lock)",
+    },
+];
+
+/// Node: {level, key, value, next[level]}.
+struct Layout {
+    head: u64,
+    ks: usize,
+    vs: usize,
+    max: u64,
+}
+
+impl Layout {
+    fn next_at(&self, n: u64, i: u64) -> u64 {
+        n + 8 + r8(self.ks) + r8(self.vs) + 8 * i
+    }
+    fn size(&self, level: u64) -> u64 {
+        self.next_at(0, level)
+    }
+    fn body(&self, level: u64, key: u64, tag: u64) -> Vec<u8> {
+        let mut b = level.to_le_bytes().to_vec();
+        b.extend_from_slice(&key_bytes(key, self.ks));
+        b.resize(8 + r8(self.ks) as usize, 0);
+        b.extend_from_slice(&value_bytes(tag, self.vs));
+        b.resize(self.size(0) as usize, 0);
+        b
+    }
+    /// Predecessors of `key` at every level (emits the search's loads); and the level-0 successor.
+    fn search(&self, c: &mut Ctx<'_>, key: u64) -> (Vec<u64>, u64) {
+        let mut preds = vec![self.head; self.max as usize];
+        let mut cur = self.head;
+        let mut succ = 0;
+        for i in (0..self.max).rev() {
+            loop {
+                let nx = c.load_u64(self.next_at(cur, i));
+                if nx != 0 && c.load_u64(nx + 8) < key + 1 {
+                    cur = nx;
+                } else {
+                    succ = nx;
+                    break;
+                }
+            }
+            preds[i as usize] = cur;
+        }
+        (preds, succ)
+    }
+}
+
+fn level(c: &mut Ctx<'_>, max: u64) -> u64 {
+    let mut l = 1;
+    while l < max && c.rng().percent(50) {
+        l += 1;
+    }
+    l
+}
+
+impl Workload for AtlasSkiplist {
+    fn name(&self) -> &'static str {
+        "atlas-skiplist"
+    }
+    fn description(&self) -> &'static str {
+        "Atlas persistent skip list: insert/delete in one lock-delimited FASE, undo record + ofence before every store"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn generate(&self, p: &Params) -> Generated {
+        let keys = p.get("keys").max(2);
+        let ins_pct = p.get("insert_pct").min(100);
+        let max = p.get("max_level").clamp(1, 32);
+        let compute = p.get("compute");
+        let mut g = Gen::new(p);
+        let mut l = Layout { head: 0, ks: p.key_size, vs: p.value_size, max };
+        l.head = g.heap.alloc_pm(l.size(max), 64);
+        let logs = alloc_logs(&mut g.heap, p.threads);
+        let lock = g.heap.alloc_dram(64, 64);
+        let mut hist = History::default();
+        let mut nodes: FxHashMap<u64, u64> = FxHashMap::default(); // node -> level
+        let mut tag = 0u64;
+        let setup_gid = {
+            let mut c = g.ctx(0);
+            let mut words = Vec::new();
+            let mut last = vec![l.head; max as usize];
+            c.store_u64(l.head, max);
+            for k in (0..keys).filter(|k| k % 2 == 0) {
+                let lv = level(&mut c, max);
+                let n = c.alloc_pm(l.size(lv), 64);
+                nodes.insert(n, lv);
+                tag += 1;
+                c.store(n, &l.body(lv, k, tag));
+                for i in 0..lv {
+                    c.store_u64(l.next_at(last[i as usize], i), n);
+                    words.push(l.next_at(last[i as usize], i));
+                    last[i as usize] = n;
+                }
+                words.extend((0..l.size(lv) / 8).map(|w| n + w * 8));
+            }
+            words.push(l.head);
+            let gid = c.dfence();
+            hist.record(SETUP, words, &c.g.heap);
+            gid
+        };
+        let mut txid = 0u64;
+        Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
+            let ins = c.rng().percent(ins_pct);
+            let key = c.rng().below(keys);
+            txid += 1;
+            let label = if ins { "insert" } else { "delete" };
+            c.begin(label);
+            c.compute(compute);
+            let mut tx = fase_begin(c, lock, logs[c.thread], txid);
+            let (preds, succ) = l.search(c, key);
+            let found = succ != 0 && c.load_u64(succ + 8) == key + 1;
+            let mut rec = OpRecord { op: if ins { 0 } else { 2 }, key, ..Default::default() };
+            if ins {
+                tag += 1;
+                rec.value = tag;
+                if found {
+                    rec.op = 1;
+                    tx.write(c, succ + 8 + r8(l.ks), &value_bytes(tag, l.vs));
+                } else {
+                    let lv = level(c, max);
+                    let n = c.alloc_pm(l.size(lv), 64);
+                    nodes.insert(n, lv);
+                    tx.fresh(n, l.size(lv));
+                    let mut body = l.body(lv, key, tag);
+                    for i in 0..lv {
+                        let nx = c.load_u64(l.next_at(preds[i as usize], i));
+                        body.extend_from_slice(&nx.to_le_bytes());
+                    }
+                    tx.write(c, n, &body);
+                    for i in 0..lv {
+                        tx.write_u64(c, l.next_at(preds[i as usize], i), n);
+                    }
+                }
+            } else if found {
+                let lv = c.load_u64(succ);
+                for i in 0..lv {
+                    let nx = c.load_u64(l.next_at(succ, i));
+                    tx.write_u64(c, l.next_at(preds[i as usize], i), nx);
+                }
+            } else {
+                rec.op = OP_READ;
+            }
+            let words = fase_commit(c, tx, lock);
+            let idx = c.g.log.ops.len() as u32;
+            hist.record(idx, words, &c.g.heap);
+            c.end(label, rec);
+            c.dfence();
+            c.unlock(lock);
+        });
+        let (trace, log) = g.finish();
+        Generated { trace, recovery: Box::new(SkipRecovery { l, nodes, logs, hist, log, setup_gid }) }
+    }
+}
+
+struct SkipRecovery {
+    l: Layout,
+    nodes: FxHashMap<u64, u64>,
+    logs: Vec<u64>,
+    hist: History,
+    log: OpLog,
+    setup_gid: u64,
+}
+
+impl Recovery for SkipRecovery {
+    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
+        let mut img = image.clone();
+        rollback(&mut img, &self.logs)?;
+        if !dfence_done(self.setup_gid) {
+            // Crash during the initial population (not failure-atomic): only history applies.
+            let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
+            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
+        }
+        let l = &self.l;
+        let err = |m: String| Err(RecoveryError::new(m));
+        // Level 0: every node allocated, well formed, keys strictly increasing.
+        let mut level0: FxHashSet<u64> = FxHashSet::default();
+        let (mut cur, mut last_key) = (l.head, None::<u64>);
+        loop {
+            let nx = img.read_u64(l.next_at(cur, 0));
+            if nx == 0 {
+                break;
+            }
+            let Some(&lv) = self.nodes.get(&nx) else {
+                return err(format!("level 0 links to {nx:#x}, not a node"));
+            };
+            if img.read_u64(nx) != lv {
+                return err(format!("node {nx:#x} has level {} (allocated with {lv})", img.read_u64(nx)));
+            }
+            let key = key_of(&img.read_bytes(nx + 8, l.ks));
+            let val = value_of(&img.read_bytes(nx + 8 + r8(l.ks), l.vs));
+            let (Ok(Some(k)), Ok(Some(_))) = (key, val) else {
+                return err(format!("node {nx:#x} holds no well-formed element"));
+            };
+            if last_key.is_some_and(|p| p >= k) {
+                return err(format!("level 0 not sorted at key {k}"));
+            }
+            if !level0.insert(nx) {
+                return err(format!("level 0 has a cycle at {nx:#x}"));
+            }
+            last_key = Some(k);
+            cur = nx;
+        }
+        // Upper levels: ordered sub-lists of level 0 through nodes at least that tall.
+        for i in 1..l.max {
+            let (mut cur, mut last) = (l.head, 0u64);
+            let mut steps = 0usize;
+            loop {
+                let nx = img.read_u64(l.next_at(cur, i));
+                if nx == 0 {
+                    break;
+                }
+                let k = img.read_u64(nx + 8);
+                if !level0.contains(&nx) || self.nodes.get(&nx).is_none_or(|&lv| lv <= i) || k <= last {
+                    return err(format!(
+                        "level {i} links to {nx:#x}, which is not a later level-0 node of height > {i}"
+                    ));
+                }
+                steps += 1;
+                if steps > level0.len() {
+                    return err(format!("level {i} is longer than level 0"));
+                }
+                (cur, last) = (nx, k);
+            }
+        }
+        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
+        Ok(RecoveryReport { items: level0.len() as u64, durable_ops_checked: checked })
+    }
+}

@@ -1,0 +1,242 @@
+//! What every index workload shares: the operation driver, value records, version locks and the
+//! check every structure's recovery ends with.
+//!
+//! An insert first writes a *record* (key bytes then value bytes, 16..128 B each) to freshly
+//! allocated PM, then calls the structure's insert with the 8-byte key word and the record's
+//! address, which the structure stores as the original stores its 8-byte value. Each structure
+//! orders the record before the store that makes it reachable, as the benchmarks of the originals
+//! persist the key/value objects before inserting them. Every insert and delete ends with a
+//! `dfence` (the original's final flush+fence before returning); searches do not persist.
+
+use super::keys;
+use crate::ctx::{Ctx, Gen, Interleaver};
+use crate::params::{ParamSpec, Params};
+use crate::recovery::{OpLog, OpRecord, RecoveryError, RecoveryReport};
+use pmsim_trace::MemImage;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+pub const OP_INSERT: u8 = 0;
+pub const OP_DELETE: u8 = 2;
+pub const OP_SEARCH: u8 = 3;
+
+/// Instructions charged for hashing or comparing a key (modest, fixed, the same for every design).
+pub const HASH_COST: u64 = 20;
+/// Instructions charged per slot or entry examined.
+pub const PROBE_COST: u64 = 2;
+
+/// Parameters every index workload has besides the common ones.
+pub const COMPUTE_PARAM: ParamSpec = ParamSpec {
+    name: "compute",
+    default: "100",
+    unit: "instructions",
+    help: "application work before each operation (request handling)",
+};
+
+/// The top `bits` bits of `h` (0 when `bits` is 0): the directory index of extendible hashing.
+pub fn top(h: u64, bits: u64) -> u64 {
+    if bits == 0 {
+        0
+    } else {
+        h >> (64 - bits.min(64))
+    }
+}
+
+pub type R<T> = Result<T, RecoveryError>;
+
+pub fn err<T>(msg: impl Into<String>) -> R<T> {
+    Err(RecoveryError::new(msg))
+}
+
+/// A structure the driver runs operations on.
+pub trait Index {
+    /// Inserts `word` with its value record at `rec` (a new key).
+    fn insert(&mut self, c: &mut Ctx<'_>, word: u64, rec: u64);
+    /// Looks `word` up; returns the record address.
+    fn search(&mut self, c: &mut Ctx<'_>, word: u64) -> Option<u64>;
+    /// Deletes `word` (a present key); only structures whose benchmark deletes implement it.
+    fn delete(&mut self, c: &mut Ctx<'_>, word: u64) -> bool {
+        let _ = (c, word);
+        false
+    }
+}
+
+/// Operation mix (percent of operations; the rest are inserts of new keys).
+#[derive(Clone, Copy, Default)]
+pub struct Mix {
+    pub search_pct: u64,
+    pub delete_pct: u64,
+}
+
+/// The ground truth recovery checks against: which record holds which key, and the op log.
+pub struct Truth {
+    pub key_size: usize,
+    pub value_size: usize,
+    /// record address -> key word
+    pub records: FxHashMap<u64, u64>,
+    /// op key id -> key word
+    pub words: Vec<u64>,
+    pub log: OpLog,
+}
+
+/// Runs `p.ops` operations per thread on `ix` and returns the truth (the log is filled in by the
+/// caller after `Gen::finish`).
+pub fn drive(p: &Params, g: &mut Gen, ix: &mut dyn Index, mix: Mix) -> Truth {
+    let compute = p.get("compute");
+    let (ks, vs) = (p.key_size, p.value_size);
+    let mut t =
+        Truth { key_size: ks, value_size: vs, records: FxHashMap::default(), words: Vec::new(), log: OpLog::default() };
+    let mut next_id = 0u64;
+    let mut used: FxHashSet<u64> = FxHashSet::default();
+    // Live keys: (id, record); searches and deletes pick among them.
+    let mut live: Vec<(u64, u64)> = Vec::new();
+    Interleaver::run(g, p.threads, p.ops, |c, _| {
+        let r = c.rng().below(100);
+        if r < mix.search_pct + mix.delete_pct && !live.is_empty() {
+            let i = c.rng().below(live.len() as u64) as usize;
+            let (id, rec) = live[i];
+            let w = t.words[id as usize];
+            if r < mix.search_pct {
+                c.begin("search");
+                c.compute(compute);
+                let got = ix.search(c, w);
+                // A generator bug, not bad input: the structure lost a key it holds.
+                assert_eq!(got, Some(rec), "search lost key {w:#x}");
+                c.end("search", OpRecord { op: OP_SEARCH, key: id, value: rec, ..Default::default() });
+            } else {
+                live.swap_remove(i);
+                c.begin("delete");
+                c.compute(compute);
+                let ok = ix.delete(c, w);
+                assert!(ok, "delete missed key {w:#x}");
+                c.end("delete", OpRecord { op: OP_DELETE, key: id, value: rec, ..Default::default() });
+                c.dfence();
+            }
+            return;
+        }
+        // Key ids are consecutive; skip the (astronomically rare) unusable or repeated words.
+        let mut w = keys::key_word(p.seed, next_id);
+        while !keys::usable(w) || used.contains(&w) {
+            t.words.push(w);
+            next_id += 1;
+            w = keys::key_word(p.seed, next_id);
+        }
+        let id = next_id;
+        next_id += 1;
+        used.insert(w);
+        t.words.push(w);
+        c.begin("insert");
+        c.compute(compute);
+        let rec = c.alloc_pm((ks + vs) as u64, 16);
+        c.store(rec, &keys::record_bytes(w, ks, vs));
+        t.records.insert(rec, w);
+        c.compute(HASH_COST);
+        ix.insert(c, w, rec);
+        live.push((id, rec));
+        c.end("insert", OpRecord { op: OP_INSERT, key: id, value: rec, ..Default::default() });
+        c.dfence();
+    });
+    t
+}
+
+impl Truth {
+    /// Checks the entries a structure's recovery found: each is a written record of its key, no
+    /// key appears twice with different records, every durable insert is present and every
+    /// durable delete absent.
+    pub fn verify(&self, img: &MemImage, found: &[(u64, u64)], dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
+        let mut map: FxHashMap<u64, u64> = FxHashMap::default();
+        for &(w, rec) in found {
+            match self.records.get(&rec) {
+                None => return err(format!("key {w:#x} points to {rec:#x}, which is not a record ever written")),
+                Some(&rw) if rw != w => return err(format!("key {w:#x} points to the record of key {rw:#x}")),
+                _ => {}
+            }
+            if let Some(&old) = map.get(&w) {
+                if old != rec {
+                    return err(format!("key {w:#x} appears twice with different records"));
+                }
+            }
+            let want = keys::record_bytes(w, self.key_size, self.value_size);
+            if img.read_bytes(rec, want.len()) != want {
+                return err(format!("record of key {w:#x} at {rec:#x} holds bytes never written there"));
+            }
+            map.insert(w, rec);
+        }
+        let deleted: FxHashSet<u64> = self.log.ops.iter().filter(|o| o.op == OP_DELETE).map(|o| o.key).collect();
+        let mut rep = RecoveryReport { items: map.len() as u64, durable_ops_checked: 0 };
+        for op in self.log.durable(dfence_done) {
+            let Some(&w) = self.words.get(op.key as usize) else {
+                return err(format!("op log names unknown key id {}", op.key));
+            };
+            match op.op {
+                OP_INSERT => {
+                    // A key whose delete may have happened can be absent; otherwise it must be there.
+                    if !deleted.contains(&op.key) && map.get(&w) != Some(&op.value) {
+                        return err(format!("insert of key {w:#x} completed before a dfence but is missing"));
+                    }
+                }
+                OP_DELETE => {
+                    if map.contains_key(&w) {
+                        return err(format!("delete of key {w:#x} completed before a dfence but the key is present"));
+                    }
+                }
+                _ => continue,
+            }
+            rep.durable_ops_checked += 1;
+        }
+        Ok(rep)
+    }
+}
+
+/// Optimistic version lock (Dash, P-ART, P-Masstree): bit 0 = locked, bit 1 = obsolete, version
+/// above. Taking it is a load of the version then a CAS setting the lock bit.
+pub fn vlock(c: &mut Ctx<'_>, addr: u64) -> u64 {
+    let v = c.acquire(addr);
+    let ok = c.cas(addr, v, v | 1);
+    debug_assert!(ok && v & 1 == 0, "version lock {addr:#x} held across operations");
+    v & !1
+}
+
+/// Releases a version lock taken at version `v`, bumping the version.
+pub fn vunlock(c: &mut Ctx<'_>, addr: u64, v: u64) {
+    c.release_value(addr, v + 4);
+}
+
+/// Releases a version lock and marks the node obsolete (replaced by a copy).
+pub fn vunlock_obsolete(c: &mut Ctx<'_>, addr: u64, v: u64) {
+    c.release_value(addr, (v + 4) | 2);
+}
+
+/// Reads a little-endian u64 out of a byte buffer at `off` (0 past the end).
+pub fn u64_at(b: &[u8], off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    if let Some(s) = b.get(off..off + 8) {
+        w.copy_from_slice(s);
+    }
+    u64::from_le_bytes(w)
+}
+
+/// Stores every 64 B line of `bytes` (at `addr`, line aligned) that is not all zero: how a
+/// freshly allocated (zeroed) node or segment is filled before it is flushed as a whole.
+pub fn store_nonzero_lines(c: &mut Ctx<'_>, addr: u64, bytes: &[u8]) {
+    for (i, line) in bytes.chunks(64).enumerate() {
+        if line.iter().any(|&b| b != 0) {
+            c.store(addr + 64 * i as u64, line);
+        }
+    }
+}
+
+/// Writes `v` into a byte buffer at `off`.
+pub fn put_u64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Fails when a walk visits more nodes than any run could build (a cycle in a corrupt image).
+pub fn guard(visited: &mut FxHashSet<u64>, addr: u64, what: &str) -> R<()> {
+    if !visited.insert(addr) {
+        return err(format!("{what} {addr:#x} reached twice (cycle or shared node)"));
+    }
+    if visited.len() > 10_000_000 {
+        return err(format!("{what}: walk too long"));
+    }
+    Ok(())
+}

@@ -1,0 +1,209 @@
+//! Dash-EH (Lu et al., VLDB'20): Dash's extendible hashing.
+//!
+//! Buckets, insert and split copy are in [`super::dash`]. Extendible-hashing split, in Dash's
+//! order: lock all buckets; set the segment's state to splitting and `ofence`; initialise the new
+//! segment (local depth + 1, new pattern, splitting state, next = old next) and `ofence`; link it
+//! as the old segment's `next` and `ofence`; copy the moving items and `ofence`; clear their bits
+//! in the old segment and `ofence`; update the directory (upper half of the segment's entries, or
+//! a doubled directory written, `ofence`d and swapped in by the root pointer) and `ofence`; bump
+//! the old local depth and `ofence`; reset both states and `ofence`; unlock.
+//!
+//! Recovery (Dash's, eager instead of lazy): walk the directory as CCEH does (a segment whose
+//! entries imply a deeper local depth gets it); a segment still in the splitting state also
+//! contributes the matching items of its `next` segment (the copy may be the only one left once the
+//! old bits were cleared); version locks are reset.
+
+use super::common::*;
+use super::dash::{Geo, LD, NEXT, PATTERN, SPLITTING, STATE};
+use crate::ctx::{Ctx, Gen};
+use crate::params::{ParamSpec, Params};
+use crate::recovery::{Recovery, RecoveryReport};
+use crate::registry::{Generated, Workload};
+use pmsim_trace::MemImage;
+use rustc_hash::FxHashSet;
+
+pub struct DashEh;
+
+const DIR_ENTRIES: u64 = 64;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec { name: "initial_depth", default: "2", unit: "bits", help: "initial global depth (2^d segments)" },
+    ParamSpec {
+        name: "buckets",
+        default: "64",
+        unit: "buckets",
+        help: "normal buckets per segment (power of two >= 4), plus 2 stash",
+    },
+    COMPUTE_PARAM,
+];
+
+struct Ix {
+    root: u64,
+    geo: Geo,
+}
+
+impl Ix {
+    fn split(&mut self, c: &mut Ctx<'_>, seg: u64, w: u64) {
+        let geo = self.geo;
+        let ld = c.load_u64(seg + LD);
+        let locks = geo.lock_all(c, seg);
+        c.store_u64(seg + STATE, SPLITTING);
+        c.ofence();
+        let new = c.alloc_pm(geo.seg_bytes(), 64);
+        let pat = top(w, ld);
+        let old_next = c.load_u64(seg + NEXT);
+        c.store(new, &[ld + 1, (pat << 1) | 1, SPLITTING, old_next].map(u64::to_le_bytes).concat());
+        c.ofence();
+        c.store_u64(seg + NEXT, new);
+        c.ofence();
+        let masks = geo.split_copy(c, seg, new, |k| top(k, ld + 1) & 1 == 1);
+        c.ofence();
+        c.store_u64(seg + PATTERN, pat << 1);
+        geo.clear_moved(c, seg, &masks);
+        c.ofence();
+        let dir = c.load_u64(self.root);
+        let depth = c.load_u64(dir);
+        let n = 1u64 << depth;
+        let x = top(w, depth);
+        if ld == depth {
+            let old_e = c.load_bytes(dir + DIR_ENTRIES, 8 * n as usize);
+            let nd = c.alloc_pm(DIR_ENTRIES + 16 * n, 64);
+            let mut e = Vec::with_capacity(16 * n as usize);
+            for i in 0..n {
+                let s = u64_at(&old_e, 8 * i as usize);
+                e.extend_from_slice(&s.to_le_bytes());
+                e.extend_from_slice(&(if i == x { new } else { s }).to_le_bytes());
+            }
+            c.store(nd + DIR_ENTRIES, &e);
+            c.store_u64(nd, depth + 1);
+            c.ofence();
+            c.store_u64(self.root, nd);
+        } else {
+            let stride = 1u64 << (depth - ld);
+            let loc = x - x % stride;
+            let half: Vec<u8> = (0..stride / 2).flat_map(|_| new.to_le_bytes()).collect();
+            c.store(dir + DIR_ENTRIES + 8 * (loc + stride / 2), &half);
+        }
+        c.ofence();
+        c.store_u64(seg + LD, ld + 1);
+        c.ofence();
+        c.store_u64(seg + STATE, 0);
+        c.store_u64(new + STATE, 0);
+        c.ofence();
+        geo.unlock_all(c, seg, &locks);
+    }
+
+    fn segment(&self, c: &mut Ctx<'_>, w: u64) -> u64 {
+        let dir = c.load_u64(self.root);
+        let depth = c.load_u64(dir);
+        c.load_u64(dir + DIR_ENTRIES + 8 * top(w, depth))
+    }
+}
+
+impl Index for Ix {
+    fn insert(&mut self, c: &mut Ctx<'_>, w: u64, rec: u64) {
+        loop {
+            let seg = self.segment(c, w);
+            if self.geo.insert(c, seg, w, rec) {
+                return;
+            }
+            self.split(c, seg, w);
+        }
+    }
+    fn search(&mut self, c: &mut Ctx<'_>, w: u64) -> Option<u64> {
+        let seg = self.segment(c, w);
+        self.geo.search(c, seg, w)
+    }
+}
+
+impl Workload for DashEh {
+    fn name(&self) -> &'static str {
+        "dash-eh"
+    }
+    fn description(&self) -> &'static str {
+        "Dash extendible hashing: pair, ofence, fingerprint+bitmap, ofence; stash, displacement; state-logged segment split"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn generate(&self, p: &Params) -> Generated {
+        let geo = Geo { nb: p.get("buckets").clamp(4, 1 << 12).next_power_of_two() };
+        let depth = p.get("initial_depth").min(12);
+        let mut g = Gen::new(p);
+        let root = g.heap.alloc_pm(64, 64);
+        {
+            let mut c = g.ctx(0);
+            let n = 1u64 << depth;
+            let dir = c.alloc_pm(DIR_ENTRIES + 8 * n, 64);
+            let mut e = Vec::new();
+            for i in 0..n {
+                let seg = c.alloc_pm(geo.seg_bytes(), 64);
+                c.store(seg, &[depth.to_le_bytes(), i.to_le_bytes()].concat());
+                e.extend_from_slice(&seg.to_le_bytes());
+            }
+            c.store(dir + DIR_ENTRIES, &e);
+            c.store_u64(dir, depth);
+            c.ofence();
+            c.store_u64(root, dir);
+            c.dfence();
+        }
+        let mut ix = Ix { root, geo };
+        let mut truth = drive(p, &mut g, &mut ix, Mix::default());
+        let (trace, log) = g.finish();
+        truth.log = log;
+        Generated { trace, recovery: Box::new(EhRecovery { root, geo, truth }) }
+    }
+}
+
+struct EhRecovery {
+    root: u64,
+    geo: Geo,
+    truth: Truth,
+}
+
+impl Recovery for EhRecovery {
+    fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
+        let mut found = Vec::new();
+        let dir = img.read_u64(self.root);
+        if dir != 0 {
+            let depth = img.read_u64(dir);
+            if depth > 32 {
+                return err(format!("directory depth {depth}"));
+            }
+            let cap = 1u64 << depth;
+            let entry = |i: u64| img.read_u64(dir + DIR_ENTRIES + 8 * i);
+            let mut seen = FxHashSet::default();
+            let mut i = 0;
+            while i < cap {
+                let seg = entry(i);
+                if seg == 0 {
+                    return err(format!("directory entry {i} is empty"));
+                }
+                guard(&mut seen, seg, "segment")?;
+                let mut run = 1;
+                while i + run < cap && entry(i + run) == seg {
+                    run += 1;
+                }
+                if !run.is_power_of_two() || i % run != 0 {
+                    return err(format!("segment {seg:#x} owns {run} entries from {i}"));
+                }
+                let true_ld = depth - run.trailing_zeros() as u64;
+                let ld = img.read_u64(seg + LD);
+                if ld > true_ld {
+                    return err(format!("segment {seg:#x}: local depth {ld} > {true_ld}"));
+                }
+                let pat = i >> (depth - true_ld);
+                let keep = |k: u64| top(k, true_ld) == pat;
+                self.geo.items(img, seg, keep, &mut found)?;
+                let next = img.read_u64(seg + NEXT);
+                if img.read_u64(seg + STATE) == SPLITTING && next != 0 {
+                    self.geo.items(img, next, keep, &mut found)?;
+                }
+                i += run;
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        self.truth.verify(img, &found, dfence_done)
+    }
+}

@@ -1,0 +1,412 @@
+//! FAST_FAIR (Hwang et al., FAST'18): a B+tree persisted without logging.
+//!
+//! Persist pattern reproduced:
+//! - layout: a persistent root pointer; 512 B nodes with a 32 B header (leftmost child, sibling,
+//!   level / switch counter / last index, pointer to a DRAM mutex) and 30 16 B (key, pointer)
+//!   entries; an entry list ends at the first null pointer.
+//! - FAST insert (under the node's DRAM mutex): write the new terminator, then shift entries right
+//!   one at a time (pointer then key, 8 B stores), with an `ofence` every time the entry written
+//!   starts a cache line (the original's per-line clflush); finally write the new entry (pointer
+//!   copy, key, pointer) and `ofence`. At every instant an entry whose pointer equals its left
+//!   neighbour's is a transient duplicate that readers and recovery skip.
+//! - FAIR split (node full): write the new sibling (upper half) and `ofence`; link it from the node
+//!   and `ofence`; null the pointer at the split point and `ofence`; update the last index and
+//!   `ofence`; insert the key; then insert the split key in the parent (same FAST insert, possibly
+//!   splitting) or write a new root, `ofence`, and swap the root pointer, `ofence`.
+//! - delete: the pointer of the deleted entry is set to its left neighbour's (making it a
+//!   duplicate), then entries shift left with an `ofence` at each line start.
+//! - recovery (as FAST_FAIR's readers): skip duplicates; walk the leaf level by sibling pointers
+//!   ignoring keys at or above the sibling's first key (a split caught before the truncation);
+//!   every key must be reachable from the root by the B-link search.
+//!
+//! The value record is `ofence`d before the insert because any store of the shift can expose
+//! the new entry. Simplification: no node merge or redistribution on delete.
+
+use super::common::*;
+use crate::ctx::{Ctx, Gen};
+use crate::params::{ParamSpec, Params};
+use crate::recovery::{Recovery, RecoveryReport};
+use crate::registry::{Generated, Workload};
+use pmsim_trace::MemImage;
+use rustc_hash::FxHashSet;
+
+pub struct FastFair;
+
+const NODE: u64 = 512;
+const CARD: u64 = 30;
+const SIBLING: u64 = 8;
+const LEVEL: u64 = 16;
+const SWITCH: u64 = 20;
+const LAST: u64 = 22;
+const MTX: u64 = 24;
+
+fn rec(n: u64, i: u64) -> u64 {
+    n + 32 + 16 * i
+}
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec { name: "search_pct", default: "20", unit: "%", help: "operations that search an inserted key" },
+    ParamSpec { name: "delete_pct", default: "10", unit: "%", help: "operations that delete an inserted key" },
+    COMPUTE_PARAM,
+];
+
+/// A node's bytes and the entries readers accept.
+struct Node(Vec<u8>);
+
+impl Node {
+    fn key(&self, i: u64) -> u64 {
+        u64_at(&self.0, 32 + 16 * i as usize)
+    }
+    fn ptr(&self, i: u64) -> u64 {
+        u64_at(&self.0, 40 + 16 * i as usize)
+    }
+    fn leftmost(&self) -> u64 {
+        u64_at(&self.0, 0)
+    }
+    fn sibling(&self) -> u64 {
+        u64_at(&self.0, SIBLING as usize)
+    }
+    fn level(&self) -> u64 {
+        u64_at(&self.0, LEVEL as usize) & 0xffff_ffff
+    }
+    /// Valid entries: up to the terminating null pointer, skipping transient duplicates (an entry
+    /// whose pointer equals its left neighbour's) and a null first pointer mid-shift.
+    fn entries(&self) -> Vec<(u64, u64)> {
+        let mut v = Vec::new();
+        for i in 0..CARD {
+            let p = self.ptr(i);
+            if p == 0 {
+                if i == 0 && CARD > 1 && self.ptr(1) != 0 {
+                    continue;
+                }
+                break;
+            }
+            let prev = if i == 0 { self.leftmost() } else { self.ptr(i - 1) };
+            if p != prev {
+                v.push((self.key(i), p));
+            }
+        }
+        v
+    }
+    fn first_key(&self) -> Option<u64> {
+        self.entries().first().map(|e| e.0)
+    }
+    /// The child to follow for `k` in an internal node.
+    fn child(&self, k: u64) -> u64 {
+        let mut c = self.leftmost();
+        for (key, p) in self.entries() {
+            if k < key {
+                break;
+            }
+            c = p;
+        }
+        c
+    }
+}
+
+struct Ix {
+    root: u64,
+}
+
+impl Ix {
+    fn read(c: &mut Ctx<'_>, n: u64) -> Node {
+        Node(c.load_bytes(n, NODE as usize))
+    }
+
+    /// The node at `level` whose range holds `k` (B-link: move right past splits).
+    fn find(&self, c: &mut Ctx<'_>, k: u64, level: u64) -> u64 {
+        let mut n = c.load_u64(self.root);
+        loop {
+            let node = Self::read(c, n);
+            c.compute(PROBE_COST * node.entries().len() as u64);
+            let sib = node.sibling();
+            if sib != 0 && Self::read(c, sib).first_key().is_some_and(|f| k >= f) {
+                n = sib;
+                continue;
+            }
+            if node.level() <= level {
+                return n;
+            }
+            n = node.child(k);
+        }
+    }
+
+    fn new_node(c: &mut Ctx<'_>) -> (u64, u64) {
+        (c.alloc_pm(NODE, 64), c.alloc_dram(64, 64))
+    }
+
+    /// FAST: in-place shift with a fence at every line start.
+    fn insert_key(c: &mut Ctx<'_>, n: u64, k: u64, p: u64, cnt: u64) {
+        let sw = c.peek(n + SWITCH, 1);
+        if sw % 2 == 1 {
+            c.store_n(n + SWITCH, 1, (sw + 1) & 0xff);
+        }
+        if cnt == 0 {
+            c.store_u64(rec(n, 0), k);
+            c.store_u64(rec(n, 0) + 8, p);
+            c.store_u64(rec(n, 1) + 8, 0);
+            c.ofence();
+        } else {
+            c.store_u64(rec(n, cnt + 1) + 8, c.peek(rec(n, cnt) + 8, 8));
+            if (rec(n, cnt + 1) + 8).is_multiple_of(64) {
+                c.ofence();
+            }
+            let mut done = false;
+            for i in (0..cnt).rev() {
+                let (ki, pi) = (c.peek(rec(n, i), 8), c.peek(rec(n, i) + 8, 8));
+                c.compute(PROBE_COST);
+                c.store_u64(rec(n, i + 1) + 8, pi);
+                if k < ki {
+                    c.store_u64(rec(n, i + 1), ki);
+                    if rec(n, i + 1).is_multiple_of(64) {
+                        c.ofence();
+                    }
+                } else {
+                    c.store_u64(rec(n, i + 1), k);
+                    c.store_u64(rec(n, i + 1) + 8, p);
+                    c.ofence();
+                    done = true;
+                    break;
+                }
+            }
+            if !done {
+                c.store_u64(rec(n, 0) + 8, c.peek(n, 8));
+                c.store_u64(rec(n, 0), k);
+                c.store_u64(rec(n, 0) + 8, p);
+                c.ofence();
+            }
+        }
+        c.store_n(n + LAST, 2, cnt);
+    }
+
+    /// Inserts (k, p) into node `n` (or a right sibling), splitting when full.
+    fn store(&mut self, c: &mut Ctx<'_>, mut n: u64, k: u64, p: u64) {
+        loop {
+            let mtx = c.peek(n + MTX, 8);
+            c.lock(mtx);
+            let node = Self::read(c, n);
+            let sib = node.sibling();
+            if sib != 0 && Self::read(c, sib).first_key().is_some_and(|f| k > f) {
+                c.unlock(mtx);
+                n = sib;
+                continue;
+            }
+            let cnt = node.entries().len() as u64;
+            c.compute(PROBE_COST * cnt);
+            if cnt < CARD - 1 {
+                Self::insert_key(c, n, k, p, cnt);
+                c.unlock(mtx);
+                return;
+            }
+            self.split(c, n, &node, k, p, mtx);
+            return;
+        }
+    }
+
+    fn split(&mut self, c: &mut Ctx<'_>, n: u64, node: &Node, k: u64, p: u64, mtx: u64) {
+        let cnt = node.entries().len() as u64;
+        let level = node.level();
+        let m = cnt / 2;
+        let split_key = node.key(m);
+        let (s, smtx) = Self::new_node(c);
+        let mut b = vec![0u8; NODE as usize];
+        let first = if level == 0 { m } else { m + 1 };
+        for (j, i) in (first..cnt).enumerate() {
+            put_u64(&mut b, 32 + 16 * j, node.key(i));
+            put_u64(&mut b, 40 + 16 * j, node.ptr(i));
+        }
+        if level > 0 {
+            put_u64(&mut b, 0, node.ptr(m));
+        }
+        put_u64(&mut b, SIBLING as usize, node.sibling());
+        put_u64(&mut b, LEVEL as usize, level | ((cnt - first - 1) << 48));
+        put_u64(&mut b, MTX as usize, smtx);
+        store_nonzero_lines(c, s, &b);
+        c.ofence();
+        c.store_u64(n + SIBLING, s);
+        c.ofence();
+        let sw = c.peek(n + SWITCH, 1);
+        c.store_n(n + SWITCH, 1, (sw + if sw.is_multiple_of(2) { 2 } else { 1 }) & 0xff);
+        c.store_u64(rec(n, m) + 8, 0);
+        c.ofence();
+        c.store_n(n + LAST, 2, m.wrapping_sub(1) & 0xffff);
+        c.ofence();
+        if k < split_key {
+            Self::insert_key(c, n, k, p, m);
+        } else {
+            c.lock(smtx);
+            Self::insert_key(c, s, k, p, cnt - first);
+            c.unlock(smtx);
+        }
+        if c.load_u64(self.root) == n {
+            let (r, rmtx) = Self::new_node(c);
+            let mut b = vec![0u8; NODE as usize];
+            put_u64(&mut b, 0, n);
+            put_u64(&mut b, LEVEL as usize, level + 1);
+            put_u64(&mut b, MTX as usize, rmtx);
+            put_u64(&mut b, 32, split_key);
+            put_u64(&mut b, 40, s);
+            store_nonzero_lines(c, r, &b);
+            c.ofence();
+            c.store_u64(self.root, r);
+            c.ofence();
+            c.unlock(mtx);
+        } else {
+            c.unlock(mtx);
+            let parent = self.find(c, split_key, level + 1);
+            self.store(c, parent, split_key, s);
+        }
+    }
+}
+
+impl Index for Ix {
+    fn insert(&mut self, c: &mut Ctx<'_>, w: u64, r: u64) {
+        c.ofence();
+        let leaf = self.find(c, w, 0);
+        self.store(c, leaf, w, r);
+    }
+
+    fn search(&mut self, c: &mut Ctx<'_>, w: u64) -> Option<u64> {
+        let leaf = self.find(c, w, 0);
+        Self::read(c, leaf).entries().into_iter().find(|e| e.0 == w).map(|e| e.1)
+    }
+
+    fn delete(&mut self, c: &mut Ctx<'_>, w: u64) -> bool {
+        let n = self.find(c, w, 0);
+        let mtx = c.peek(n + MTX, 8);
+        c.lock(mtx);
+        let node = Self::read(c, n);
+        let cnt = node.entries().len() as u64;
+        let Some(i) = (0..cnt).find(|&i| node.key(i) == w) else {
+            c.unlock(mtx);
+            return false;
+        };
+        let sw = c.peek(n + SWITCH, 1);
+        if sw.is_multiple_of(2) {
+            c.store_n(n + SWITCH, 1, (sw + 1) & 0xff);
+        }
+        c.store_u64(rec(n, i) + 8, if i == 0 { node.leftmost() } else { node.ptr(i - 1) });
+        for j in i..cnt {
+            c.store_u64(rec(n, j), node.key(j + 1));
+            c.store_u64(rec(n, j) + 8, node.ptr(j + 1));
+            if rec(n, j).is_multiple_of(64) {
+                c.ofence();
+            }
+        }
+        c.store_n(n + LAST, 2, (cnt - 2) & 0xffff);
+        c.ofence();
+        c.unlock(mtx);
+        true
+    }
+}
+
+impl Workload for FastFair {
+    fn name(&self) -> &'static str {
+        "fastfair"
+    }
+    fn description(&self) -> &'static str {
+        "FAST_FAIR B+tree: in-node shift with an ofence per line; split: sibling, ofence, link, ofence, truncate, parent"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn generate(&self, p: &Params) -> Generated {
+        let mut g = Gen::new(p);
+        let root = g.heap.alloc_pm(64, 64);
+        {
+            let mut c = g.ctx(0);
+            let (r, mtx) = Ix::new_node(&mut c);
+            c.store_u64(r + MTX, mtx);
+            c.ofence();
+            c.store_u64(root, r);
+            c.dfence();
+        }
+        let mut ix = Ix { root };
+        let s = p.get("search_pct").min(100);
+        let mix = Mix { search_pct: s, delete_pct: p.get("delete_pct").min(100 - s) };
+        let mut truth = drive(p, &mut g, &mut ix, mix);
+        let (trace, log) = g.finish();
+        truth.log = log;
+        Generated { trace, recovery: Box::new(FfRecovery { root, truth }) }
+    }
+}
+
+struct FfRecovery {
+    root: u64,
+    truth: Truth,
+}
+
+fn read(img: &MemImage, n: u64) -> Node {
+    Node(img.read_bytes(n, NODE as usize))
+}
+
+/// B-link search from the root, as FAST_FAIR's lock-free readers do.
+fn search(img: &MemImage, root: u64, k: u64) -> R<Option<u64>> {
+    let mut n = root;
+    for _ in 0..1_000_000 {
+        if n == 0 {
+            return err("search reached a null child");
+        }
+        let node = read(img, n);
+        let sib = node.sibling();
+        if sib != 0 && read(img, sib).first_key().is_some_and(|f| k >= f) {
+            n = sib;
+            continue;
+        }
+        if node.level() == 0 {
+            return Ok(node.entries().into_iter().find(|e| e.0 == k).map(|e| e.1));
+        }
+        n = node.child(k);
+    }
+    err("search does not terminate")
+}
+
+impl Recovery for FfRecovery {
+    fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
+        let mut found = Vec::new();
+        let root = img.read_u64(self.root);
+        if root != 0 {
+            let mut n = root;
+            let mut level = read(img, n).level();
+            if level > 64 {
+                return err(format!("root level {level}"));
+            }
+            while level > 0 {
+                let lm = read(img, n).leftmost();
+                if lm == 0 || read(img, lm).level() != level - 1 {
+                    return err(format!("node {n:#x} at level {level} has a bad leftmost child {lm:#x}"));
+                }
+                n = lm;
+                level -= 1;
+            }
+            let mut seen = FxHashSet::default();
+            let mut last: Option<u64> = None;
+            while n != 0 {
+                guard(&mut seen, n, "leaf")?;
+                let node = read(img, n);
+                if node.level() != 0 {
+                    return err(format!("leaf chain reaches internal node {n:#x}"));
+                }
+                let sib = node.sibling();
+                let bound = if sib != 0 { read(img, sib).first_key() } else { None };
+                for (k, p) in node.entries() {
+                    if bound.is_some_and(|b| k >= b) {
+                        continue; // copied to the sibling by a split caught before truncation
+                    }
+                    if last.is_some_and(|l| k <= l) {
+                        return err(format!("leaf {n:#x}: key {k:#x} out of order"));
+                    }
+                    last = Some(k);
+                    found.push((k, p));
+                }
+                n = sib;
+            }
+            for &(k, p) in &found {
+                if search(img, root, k)? != Some(p) {
+                    return err(format!("key {k:#x} is in the leaf chain but not reachable from the root"));
+                }
+            }
+        }
+        self.truth.verify(img, &found, dfence_done)
+    }
+}

@@ -1,0 +1,305 @@
+//! P-Masstree (RECIPE, SOSP'19): Masstree's B+tree layer with permutation-based nodes.
+//!
+//! Persist pattern reproduced:
+//! - layout: a persistent root pointer; 320 B nodes (border and interior alike, as in P-Masstree):
+//!   version lock, 8 B permutation (4-bit size + 15 4-bit slot indices in key order), next
+//!   sibling, leftmost child, highest (low fence) key, level; 15 16 B (key slice, value) entries.
+//! - insert with room, under the node's version lock: write key and value into the free slot the
+//!   permutation names (the record in the same epoch), `ofence` (the entry flush), then publish it
+//!   by one 8 B store of the new permutation, `ofence`.
+//! - split: write the new right sibling (upper half, its permutation, next, highest) and `ofence`;
+//!   link it as the node's next and `ofence`; shrink the node's permutation (one 8 B store) and
+//!   `ofence`; insert the separator into the parent the same permutation way (splitting it in turn),
+//!   or write a new root, `ofence`, swap the root pointer, `ofence`; finally insert the key into
+//!   the proper half (entry, `ofence`, permutation, `ofence`).
+//! - recovery: walk the border level by next pointers, ignoring keys at or above the next node's
+//!   highest key (a split caught before the permutation shrink, the case RECIPE's code notes);
+//!   every key must be reachable from the root (B-link search); locks are reset.
+//!
+//! Simplification: keys are unique in their first 8-byte slice, so only the root layer exists
+//! (no lower trie layers); no deletes (the benchmark inserts).
+
+use super::common::*;
+use crate::ctx::{Ctx, Gen};
+use crate::params::{ParamSpec, Params};
+use crate::recovery::{Recovery, RecoveryReport};
+use crate::registry::{Generated, Workload};
+use pmsim_trace::MemImage;
+use rustc_hash::FxHashSet;
+
+pub struct PMasstree;
+
+const WIDTH: u64 = 15;
+const NODE: u64 = 320;
+const PERM: u64 = 8;
+const NEXT: u64 = 16;
+const LEFTMOST: u64 = 24;
+const HIGHEST: u64 = 32;
+const LEVEL: u64 = 40;
+const ENTRIES: u64 = 64;
+
+const PARAMS: &[ParamSpec] = &[COMPUTE_PARAM];
+
+/// Permutation: size in the low nibble, slot of position i in nibble i + 1.
+fn perm_decode(p: u64) -> (usize, Vec<u64>) {
+    ((p & 15) as usize, (0..WIDTH).map(|i| (p >> (4 + 4 * i)) & 15).collect())
+}
+
+fn perm_encode(size: usize, slots: &[u64]) -> u64 {
+    slots.iter().enumerate().fold(size as u64, |p, (i, &s)| p | s << (4 + 4 * i))
+}
+
+fn perm_empty() -> u64 {
+    perm_encode(0, &(0..WIDTH).collect::<Vec<_>>())
+}
+
+/// A node's image.
+struct Node(Vec<u8>);
+
+impl Node {
+    fn get(&self, off: u64) -> u64 {
+        u64_at(&self.0, off as usize)
+    }
+    /// Live (key, value) entries in key order, per the permutation.
+    fn entries(&self) -> Vec<(u64, u64)> {
+        let (size, slots) = perm_decode(self.get(PERM));
+        slots[..size.min(WIDTH as usize)]
+            .iter()
+            .map(|&s| (self.get(ENTRIES + 16 * s), self.get(ENTRIES + 16 * s + 8)))
+            .collect()
+    }
+    fn child(&self, k: u64) -> u64 {
+        let mut c = self.get(LEFTMOST);
+        for (key, v) in self.entries() {
+            if k < key {
+                break;
+            }
+            c = v;
+        }
+        c
+    }
+}
+
+struct Ix {
+    root: u64,
+}
+
+impl Ix {
+    fn read(c: &mut Ctx<'_>, n: u64) -> Node {
+        Node(c.load_bytes(n, NODE as usize))
+    }
+
+    /// The node at `level` whose range holds `k` (B-link: move right past splits).
+    fn find(c: &mut Ctx<'_>, root: u64, k: u64, level: u64) -> u64 {
+        let mut n = c.load_u64(root);
+        loop {
+            let node = Self::read(c, n);
+            c.compute(PROBE_COST * node.entries().len() as u64);
+            let next = node.get(NEXT);
+            if next != 0 && k >= c.load_u64(next + HIGHEST) {
+                n = next;
+                continue;
+            }
+            if node.get(LEVEL) <= level {
+                return n;
+            }
+            n = node.child(k);
+        }
+    }
+
+    /// Permutation-based insert into a node known to have room.
+    fn put(c: &mut Ctx<'_>, n: u64, k: u64, v: u64) {
+        let (size, mut slots) = perm_decode(c.peek(n + PERM, 8));
+        let slot = slots[size];
+        c.store(n + ENTRIES + 16 * slot, &[k.to_le_bytes(), v.to_le_bytes()].concat());
+        c.ofence();
+        let pos = (0..size).find(|&i| k < c.peek(n + ENTRIES + 16 * slots[i], 8)).unwrap_or(size);
+        slots.remove(size);
+        slots.insert(pos, slot);
+        c.store_u64(n + PERM, perm_encode(size + 1, &slots));
+        c.ofence();
+    }
+
+    fn insert_at(&mut self, c: &mut Ctx<'_>, level: u64, k: u64, v: u64) {
+        let n = Self::find(c, self.root, k, level);
+        let vn = vlock(c, n);
+        let node = Self::read(c, n);
+        let (size, slots) = perm_decode(node.get(PERM));
+        if (size as u64) < WIDTH {
+            Self::put(c, n, k, v);
+            vunlock(c, n, vn);
+            return;
+        }
+        // Split: the right sibling takes the upper half.
+        let es = node.entries();
+        let mid = (WIDTH / 2 + 1) as usize;
+        let nr = c.alloc_pm(NODE, 64);
+        let vr = vlock(c, nr);
+        let mut b = vec![0u8; NODE as usize];
+        let (moved, keep, split_key) = if level == 0 {
+            (&es[mid..], mid, es[mid].0)
+        } else {
+            put_u64(&mut b, LEFTMOST as usize, es[mid - 1].1);
+            (&es[mid..], mid - 1, es[mid - 1].0)
+        };
+        for (i, &(key, val)) in moved.iter().enumerate() {
+            put_u64(&mut b, (ENTRIES + 16 * i as u64) as usize, key);
+            put_u64(&mut b, (ENTRIES + 16 * i as u64 + 8) as usize, val);
+        }
+        put_u64(&mut b, 0, vr | 1);
+        put_u64(&mut b, PERM as usize, perm_encode(moved.len(), &(0..WIDTH).collect::<Vec<_>>()));
+        put_u64(&mut b, NEXT as usize, node.get(NEXT));
+        put_u64(&mut b, HIGHEST as usize, split_key);
+        put_u64(&mut b, LEVEL as usize, level);
+        store_nonzero_lines(c, nr, &b);
+        c.ofence();
+        c.store_u64(n + NEXT, nr);
+        c.ofence();
+        c.store_u64(n + PERM, perm_encode(keep, &slots));
+        c.ofence();
+        if c.load_u64(self.root) == n {
+            let r = c.alloc_pm(NODE, 64);
+            let mut b = vec![0u8; NODE as usize];
+            put_u64(&mut b, PERM as usize, perm_encode(1, &(0..WIDTH).collect::<Vec<_>>()));
+            put_u64(&mut b, LEFTMOST as usize, n);
+            put_u64(&mut b, LEVEL as usize, level + 1);
+            put_u64(&mut b, ENTRIES as usize, split_key);
+            put_u64(&mut b, ENTRIES as usize + 8, nr);
+            store_nonzero_lines(c, r, &b);
+            c.ofence();
+            c.store_u64(self.root, r);
+            c.ofence();
+        } else {
+            self.insert_at(c, level + 1, split_key, nr);
+        }
+        Self::put(c, if k < split_key { n } else { nr }, k, v);
+        vunlock(c, nr, vr);
+        vunlock(c, n, vn);
+    }
+}
+
+impl Index for Ix {
+    fn insert(&mut self, c: &mut Ctx<'_>, w: u64, rec: u64) {
+        self.insert_at(c, 0, w, rec);
+    }
+    fn search(&mut self, c: &mut Ctx<'_>, w: u64) -> Option<u64> {
+        let n = Self::find(c, self.root, w, 0);
+        Self::read(c, n).entries().into_iter().find(|e| e.0 == w).map(|e| e.1)
+    }
+}
+
+impl Workload for PMasstree {
+    fn name(&self) -> &'static str {
+        "p-masstree"
+    }
+    fn description(&self) -> &'static str {
+        "RECIPE P-Masstree: entry, ofence, 8 B permutation store, ofence; split: sibling, ofence, link, ofence, shrink, parent"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn generate(&self, p: &Params) -> Generated {
+        let mut g = Gen::new(p);
+        let root = g.heap.alloc_pm(64, 64);
+        {
+            let mut c = g.ctx(0);
+            let r = c.alloc_pm(NODE, 64);
+            c.store_u64(r + PERM, perm_empty());
+            c.ofence();
+            c.store_u64(root, r);
+            c.dfence();
+        }
+        let mut ix = Ix { root };
+        let mut truth = drive(p, &mut g, &mut ix, Mix::default());
+        let (trace, log) = g.finish();
+        truth.log = log;
+        Generated { trace, recovery: Box::new(MtRecovery { root, truth }) }
+    }
+}
+
+struct MtRecovery {
+    root: u64,
+    truth: Truth,
+}
+
+fn read(img: &MemImage, n: u64) -> R<Node> {
+    let node = Node(img.read_bytes(n, NODE as usize));
+    let (size, slots) = perm_decode(node.get(PERM));
+    let mut s = slots.clone();
+    s.sort_unstable();
+    s.dedup();
+    if size > WIDTH as usize || s.len() != WIDTH as usize {
+        return err(format!("node {n:#x}: malformed permutation {:#x}", node.get(PERM)));
+    }
+    if node.entries().windows(2).any(|p| p[0].0 >= p[1].0) {
+        return err(format!("node {n:#x}: keys out of order"));
+    }
+    Ok(node)
+}
+
+fn search(img: &MemImage, root: u64, k: u64) -> R<Option<u64>> {
+    let mut n = root;
+    for _ in 0..1_000_000 {
+        if n == 0 {
+            return err("search reached a null child");
+        }
+        let node = read(img, n)?;
+        let next = node.get(NEXT);
+        if next != 0 && k >= img.read_u64(next + HIGHEST) {
+            n = next;
+            continue;
+        }
+        if node.get(LEVEL) == 0 {
+            return Ok(node.entries().into_iter().find(|e| e.0 == k).map(|e| e.1));
+        }
+        n = node.child(k);
+    }
+    err("search does not terminate")
+}
+
+impl Recovery for MtRecovery {
+    fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
+        let mut found = Vec::new();
+        let root = img.read_u64(self.root);
+        if root != 0 {
+            let mut n = root;
+            let mut level = read(img, n)?.get(LEVEL);
+            if level > 64 {
+                return err(format!("root level {level}"));
+            }
+            while level > 0 {
+                let lm = read(img, n)?.get(LEFTMOST);
+                if lm == 0 || read(img, lm)?.get(LEVEL) != level - 1 {
+                    return err(format!("node {n:#x} at level {level}: bad leftmost child {lm:#x}"));
+                }
+                n = lm;
+                level -= 1;
+            }
+            let mut seen = FxHashSet::default();
+            let mut last: Option<u64> = None;
+            while n != 0 {
+                guard(&mut seen, n, "border node")?;
+                let node = read(img, n)?;
+                let next = node.get(NEXT);
+                let bound = (next != 0).then(|| img.read_u64(next + HIGHEST));
+                for (k, v) in node.entries() {
+                    if bound.is_some_and(|b| k >= b) {
+                        continue;
+                    }
+                    if last.is_some_and(|l| k <= l) {
+                        return err(format!("border node {n:#x}: key {k:#x} out of order"));
+                    }
+                    last = Some(k);
+                    found.push((k, v));
+                }
+                n = next;
+            }
+            for &(k, v) in &found {
+                if search(img, root, k)? != Some(v) {
+                    return err(format!("key {k:#x} is on the border level but not reachable from the root"));
+                }
+            }
+        }
+        self.truth.verify(img, &found, dfence_done)
+    }
+}

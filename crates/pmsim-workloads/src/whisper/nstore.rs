@@ -1,0 +1,157 @@
+//! `nstore`: N-Store's write-ahead-logging engine on NVM (the "opt-WAL" engine WHISPER traces),
+//! driven by a YCSB-like mix of updates and reads.
+//!
+//! Pattern (github.com/snalli/nstore, `opt_wal_engine::update` / `txn_end`): an update serialises
+//! the tuple's before-image into a log entry that is allocated and persisted (entry stores +
+//! `ofence`), appends it to the persistent log list (link store + `ofence`), updates the tuple in
+//! place and persists it (`ofence`), and at transaction end clears the log (stores) and fences
+//! (`dfence`). Reads look the tuple up and copy it out without persisting anything. Each thread
+//! (N-Store executor) has its own log; tuples are protected by partition locks (the table is
+//! shared and hashed over `partitions` locks, so executors conflict through the locks).
+//!
+//! Simplifications: the primary index is a direct array (the original's persistent hash map is
+//! not modified by updates, so only its lookup loads are lost); one statement per transaction.
+//! Recovery (N-Store's `recovery()`): undo the entries of a non-empty log, newest first; then
+//! check every tuple's key, that its value is one written to it and not older than the last
+//! durable update (per-word history).
+
+use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
+use crate::ctx::{Gen, Interleaver};
+use crate::params::{ParamSpec, Params};
+use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::registry::{Generated, Workload};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use pmsim_trace::MemImage;
+
+pub struct NStore;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "tuples",
+        default: "4096",
+        unit: "tuples",
+        help: "rows in the YCSB table (loaded before the run)",
+    },
+    ParamSpec { name: "update_pct", default: "80", unit: "%", help: "share of update transactions (the rest read)" },
+    ParamSpec { name: "partitions", default: "64", unit: "locks", help: "lock partitions over the table" },
+    ParamSpec {
+        name: "compute",
+        default: "200",
+        unit: "instructions",
+        help: "non-memory work per transaction (statement parsing, serialisation)",
+    },
+];
+
+struct Layout {
+    table: u64,
+    stride: u64,
+    ks: usize,
+    vs: usize,
+    tuples: u64,
+}
+
+impl Layout {
+    fn tuple(&self, i: u64) -> u64 {
+        self.table + i * self.stride
+    }
+    fn val(&self, i: u64) -> u64 {
+        self.tuple(i) + r8(self.ks)
+    }
+}
+
+impl Workload for NStore {
+    fn name(&self) -> &'static str {
+        "nstore"
+    }
+    fn description(&self) -> &'static str {
+        "N-Store opt-WAL engine, YCSB 80/20: before-image log entry + ofence, link + ofence, in-place update + ofence, log clear + dfence"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn generate(&self, p: &Params) -> Generated {
+        let tuples = p.get("tuples").max(1);
+        let upd = p.get("update_pct").min(100);
+        let parts = p.get("partitions").max(1);
+        let compute = p.get("compute");
+        let mut g = Gen::new(p);
+        let stride = (r8(p.key_size) + r8(p.value_size)).div_ceil(64) * 64;
+        let l =
+            Layout { table: g.heap.alloc_pm(tuples * stride, 4096), stride, ks: p.key_size, vs: p.value_size, tuples };
+        let logs = alloc_logs(&mut g.heap, p.threads);
+        let locks = g.heap.alloc_dram(parts * 64, 64);
+        let mut hist = History::default();
+        let mut tag = 0u64;
+        let setup_gid = {
+            let mut c = g.ctx(0);
+            let mut words = Vec::new();
+            for i in 0..tuples {
+                tag += 1;
+                c.store(l.tuple(i), &key_bytes(i, l.ks));
+                c.store(l.val(i), &value_bytes(tag, l.vs));
+                words.extend((0..(r8(l.ks) + r8(l.vs)) / 8).map(|w| l.tuple(i) + w * 8));
+            }
+            let gid = c.dfence();
+            hist.record(SETUP, words, &c.g.heap);
+            gid
+        };
+        let mut txid = 0u64;
+        Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
+            let update = c.rng().percent(upd);
+            let key = c.rng().below(tuples);
+            let lock = locks + (key % parts) * 64;
+            let label = if update { "update" } else { "read" };
+            c.begin(label);
+            c.compute(compute);
+            c.lock(lock);
+            c.load_bytes(l.tuple(key), l.ks); // index lookup: compare the key
+            if update {
+                txid += 1;
+                tag += 1;
+                let mut tx = Tx::begin(logs[c.thread], txid, true, true);
+                tx.write(c, l.val(key), &value_bytes(tag, l.vs));
+                let words = tx.commit(c);
+                let idx = c.g.log.ops.len() as u32;
+                hist.record(idx, words, &c.g.heap);
+                c.end(label, OpRecord { op: 1, key, value: tag, ..Default::default() });
+                c.dfence();
+            } else {
+                let v = c.load_bytes(l.val(key), l.vs);
+                let t = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
+                c.end(label, OpRecord { op: OP_READ, key, value: t, ..Default::default() });
+            }
+            c.unlock(lock);
+        });
+        let (trace, log) = g.finish();
+        Generated { trace, recovery: Box::new(NStoreRecovery { l, logs, hist, log, setup_gid }) }
+    }
+}
+
+struct NStoreRecovery {
+    l: Layout,
+    logs: Vec<u64>,
+    hist: History,
+    log: OpLog,
+    setup_gid: u64,
+}
+
+impl Recovery for NStoreRecovery {
+    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
+        let mut img = image.clone();
+        rollback(&mut img, &self.logs)?;
+        let l = &self.l;
+        let mut items = 0;
+        // Before the load phase's dfence the table may be partly written: only history applies.
+        let loaded = dfence_done(self.setup_gid);
+        for i in (0..l.tuples).filter(|_| loaded) {
+            let key = key_of(&img.read_bytes(l.tuple(i), l.ks));
+            let val = value_of(&img.read_bytes(l.val(i), l.vs));
+            match (key, val) {
+                (Ok(Some(k)), Ok(Some(_))) if k == i => items += 1,
+                _ => return Err(RecoveryError::new(format!("tuple {i} is not a well-formed row with key {i}"))),
+            }
+        }
+        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
+        Ok(RecoveryReport { items, durable_ops_checked: checked })
+    }
+}

@@ -1,0 +1,38 @@
+"""pmsim: simulate persistent-memory ordering hardware, crash it, and check it recovers.
+
+The Rust core (``pmsim._core``) does the simulation; this package is the front: the ``pmsim``
+command, an API returning dicts and pandas DataFrames, parallel sweeps and plots.
+
+>>> import pmsim
+>>> stats = pmsim.run("baseline", workload="array", threads=2, ops=100)
+>>> df = pmsim.sweep(designs=["baseline", "eadr"], workloads=["array"], ops=100)
+"""
+
+from pmsim._core import PmsimError, __version__
+from pmsim.api import (
+    config_params,
+    config_show,
+    designs,
+    flatten,
+    run,
+    trace_convert,
+    trace_generate,
+    trace_stats,
+    workloads,
+)
+from pmsim.sweep import sweep
+
+__all__ = [
+    "PmsimError",
+    "__version__",
+    "config_params",
+    "config_show",
+    "designs",
+    "flatten",
+    "run",
+    "sweep",
+    "trace_convert",
+    "trace_generate",
+    "trace_stats",
+    "workloads",
+]

@@ -1,0 +1,1 @@
+"""One-command reproductions of the papers' evaluations."""
