@@ -62,7 +62,8 @@ config! {
         replacement: String = "lru".into(), "name", "replacement policy: lru | random";
     }
     noc: NocCfg {
-        hop_ns: f64 = 20.0, "ns", "on-chip message core<->core and core<->MC (forwards, flushes, ACK, commit, CDR, NACK)";
+        hop_ns: f64 = 20.0, "ns", "on-chip message core<->core and core<->MC without data (forwards, ACK, commit, CDR, NACK)";
+        writeback_ns: f64 = 60.0, "ns", "cache line write-back from a core's caches to an MC (clwb, non-temporal and LLC write-backs); the same data path as pb.flush_ns";
     }
     mc: McCfg {
         count: usize = 2, "MCs", "PM memory controllers";
@@ -75,6 +76,8 @@ config! {
         write_ns: f64 = 90.0, "ns", "media write latency";
         read_gbps: f64 = 6.6, "GB/s", "media read bandwidth per MC";
         write_gbps: f64 = 2.3, "GB/s", "media write bandwidth per MC";
+        xpbuffer_lines: usize = 0, "lines", "on-DIMM buffer (Optane XPBuffer) per MC holding recently read or written lines; 0 = off";
+        xpbuffer_ns: f64 = 40.0, "ns", "read latency of a line found in the on-DIMM buffer";
     }
     dram: DramCfg {
         latency_ns: f64 = 60.0, "ns", "volatile DRAM access latency";
@@ -224,6 +227,8 @@ impl Config {
             }
         }
         nonneg("noc.hop_ns", self.noc.hop_ns)?;
+        nonneg("noc.writeback_ns", self.noc.writeback_ns)?;
+        nonneg("pm.xpbuffer_ns", self.pm.xpbuffer_ns)?;
         if !(1..=16).contains(&self.mc.count) {
             return Err(param_err("mc.count", format!("must be in 1..=16, got {}", self.mc.count)));
         }

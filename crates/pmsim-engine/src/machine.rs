@@ -57,10 +57,12 @@ pub enum StallCause {
     Atomic,
     /// Write-back buffer full (ASAP).
     WbbFull,
+    /// Another core's persist buffer holds the line (BBB keeps one copy per line).
+    PbConflict,
 }
 
 impl StallCause {
-    pub const ALL: [StallCause; 9] = [
+    pub const ALL: [StallCause; 10] = [
         StallCause::SbFull,
         StallCause::PbFull,
         StallCause::EtFull,
@@ -70,6 +72,7 @@ impl StallCause {
         StallCause::Sync,
         StallCause::Atomic,
         StallCause::WbbFull,
+        StallCause::PbConflict,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -82,6 +85,7 @@ impl StallCause {
             StallCause::Sync => "sync",
             StallCause::Atomic => "atomic",
             StallCause::WbbFull => "wbb_full",
+            StallCause::PbConflict => "pb_conflict",
         }
     }
 }
@@ -172,6 +176,8 @@ pub struct Machine {
     /// Bumped whenever the persistent state (NVM, WPQs, a design's domain) changes.
     pub persist_version: u64,
     pub hop_ps: u64,
+    /// Line write-back from a core to an MC (clwb, LLC write-back).
+    pub writeback_ps: u64,
     pub cycle_ps: u64,
     mc_accepted: Vec<(Option<DesignEv>, u64)>,
     pub events_processed: u64,
@@ -217,6 +223,7 @@ impl Machine {
             track_data: true,
             persist_version: 0,
             hop_ps: ns(cfg.noc.hop_ns),
+            writeback_ps: ns(cfg.noc.writeback_ns),
             cycle_ps: cfg.cycle_ps(),
             mc_accepted: Vec::new(),
             events_processed: 0,
@@ -276,6 +283,12 @@ impl Machine {
     pub fn mc_read(&mut self, mc: usize, line: u64, reply: DesignEv) {
         let ready = self.mcs[mc].read(self.now, line);
         self.schedule(ready + self.hop_ps, Ev::Design(reply));
+    }
+
+    /// A read inside the MC (ASAP's undo creation): `reply` when the data is at the MC, no hop.
+    pub fn mc_read_local(&mut self, mc: usize, line: u64, reply: DesignEv) {
+        let ready = self.mcs[mc].read(self.now, line);
+        self.schedule(ready, Ev::Design(reply));
     }
 
     /// Handles `Ev::McDone`.

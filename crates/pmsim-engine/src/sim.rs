@@ -544,6 +544,7 @@ impl Simulator {
                         self.design.on_store(&mut self.m, c, &st);
                     }
                     let releaser = self.sync_performed(head.addr, head.gid, c, true);
+                    self.design.on_released(&mut self.m, c);
                     if head.kind == Kind::Rmw {
                         self.design.on_acquire(&mut self.m, c, releaser);
                     }

@@ -22,13 +22,13 @@ fn rfo_ns(c: &Config) -> f64 {
 fn baseline_dfence_costs_a_clwb_round_trip() {
     let c = Config::default();
     let s = run(ONE_STORE_DFENCE, "baseline", &c);
-    // store RFO, then clwb: reach the line in L1, one hop to the MC, one hop back with the ACK.
-    let expect = rfo_ns(&c) + c.l1.latency_ns + 2.0 * c.noc.hop_ns;
+    // store RFO, then clwb: reach the line in L1, the write-back path to the MC, the ACK back.
+    let expect = rfo_ns(&c) + c.l1.latency_ns + c.noc.writeback_ns + c.noc.hop_ns;
     assert_eq!(s.sim_time_ns, expect);
     assert_eq!(s.pm_writes, 1, "exactly one line written at the media");
     assert_eq!(
         s.stall_cycles["dfence"],
-        ((c.l1.latency_ns + 2.0 * c.noc.hop_ns + rfo_ns(&c) - 0.25) * 2.0).floor() as u64
+        ((c.l1.latency_ns + c.noc.writeback_ns + c.noc.hop_ns + rfo_ns(&c) - 0.25) * 2.0).floor() as u64
     );
 }
 
@@ -37,7 +37,10 @@ fn baseline_time_moves_by_the_changed_latency() {
     let base = run(ONE_STORE_DFENCE, "baseline", &Config::default()).sim_time_ns;
     let mut c = Config::default();
     c.noc.hop_ns += 7.0;
-    assert_eq!(run(ONE_STORE_DFENCE, "baseline", &c).sim_time_ns, base + 14.0, "two hops: flush and ACK");
+    assert_eq!(run(ONE_STORE_DFENCE, "baseline", &c).sim_time_ns, base + 7.0, "one hop: the ACK");
+    let mut c = Config::default();
+    c.noc.writeback_ns += 5.0;
+    assert_eq!(run(ONE_STORE_DFENCE, "baseline", &c).sim_time_ns, base + 5.0, "the clwb's trip to the MC");
     let mut c = Config::default();
     c.pm.read_ns += 100.0;
     assert_eq!(run(ONE_STORE_DFENCE, "baseline", &c).sim_time_ns, base + 100.0, "the RFO reads PM once");
@@ -86,10 +89,11 @@ fn baseline_bandwidth_is_bounded_by_the_flush_round_trip() {
     let base = bandwidth("baseline", &c, ops);
     let mut slow_noc = c.clone();
     slow_noc.noc.hop_ns += 10.0;
+    slow_noc.noc.writeback_ns += 10.0;
     let t = bandwidth("baseline", &slow_noc, ops);
-    // Each ofence waits for one flush round trip (two hops) per 256 B block.
+    // Each ofence waits for one flush round trip (write-back + ACK) per 256 B block.
     let per_op_ns = (t.sim_time_ns - base.sim_time_ns) / ops as f64;
-    assert!((per_op_ns - 20.0).abs() < 2.0, "per-op change {per_op_ns} ns, expected ~20 (2 hops x 10 ns)");
+    assert!((per_op_ns - 20.0).abs() < 2.0, "per-op change {per_op_ns} ns, expected ~20 (round trip +20 ns)");
     // Write bandwidth is not the bound: halving it barely moves the time.
     let mut slow_media = c.clone();
     slow_media.pm.write_gbps /= 2.0;
@@ -112,6 +116,7 @@ fn eadr_bandwidth_is_bounded_by_the_media_write_bandwidth() {
     assert!(ratio > 1.6, "halving write bandwidth should nearly double the time, ratio {ratio}");
     let mut noc = c.clone();
     noc.noc.hop_ns += 10.0;
+    noc.noc.writeback_ns += 10.0;
     let n = bandwidth("eadr", &noc, ops);
     assert!((n.sim_time_ns / base.sim_time_ns - 1.0).abs() < 0.05, "the NoC is not the bound under eADR");
     // Achieved write bandwidth approaches the configured media bandwidth of both MCs.

@@ -2,7 +2,7 @@
 //!
 //! Stores go to the caches only. At every `ofence`, `dfence` and before every `release`, the
 //! thread write-backs (clwb) each PM line it wrote since its previous fence — one issue per
-//! cycle, each travelling to its MC — and then `sfence` stalls the core until every MC has
+//! cycle, each travelling the write-back path to its MC (`noc.writeback_ns`) — and then `sfence` stalls the core until every MC has
 //! acknowledged them. Dirty PM lines evicted from the LLC are written back to the WPQ. Legacy
 //! traces with explicit `clwb`/`sfence` run as written. Promise: release persistency (flushing
 //! before each release), durability at each fence.
@@ -62,7 +62,7 @@ impl Baseline {
             return false;
         }
         let data = m.coherent_line(line);
-        let at = m.now + delay + reach + m.hop_ps;
+        let at = m.now + delay + reach + m.writeback_ps;
         self.inflight.send(m, at, data, Some(DesignEv { tag: ACK, core: core as u16, arg: 0 }), ARRIVE);
         self.cores[core].outstanding += 1;
         self.clwbs += 1;
@@ -115,7 +115,7 @@ impl Design for Baseline {
     fn on_store(&mut self, m: &mut Machine, core: usize, st: &PmStore) {
         if st.nontemporal {
             // Write-combining straight to the MC; the next sfence waits for it.
-            let at = m.now + m.hop_ps;
+            let at = m.now + m.writeback_ps;
             self.inflight.send(m, at, st.data, Some(DesignEv { tag: ACK, core: core as u16, arg: 0 }), ARRIVE);
             self.cores[core].outstanding += 1;
             return;
@@ -151,7 +151,7 @@ impl Design for Baseline {
     fn on_llc_evict(&mut self, m: &mut Machine, line: u64, dirty: bool) {
         if dirty {
             let data = m.coherent_line(line);
-            let at = m.now + m.hop_ps;
+            let at = m.now + m.writeback_ps;
             self.inflight.send(m, at, data, None, ARRIVE);
             self.writebacks += 1;
         }

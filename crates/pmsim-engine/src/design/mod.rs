@@ -9,9 +9,15 @@
 //! store-buffer entry it held. Adding a design means adding a module and a line to [`DESIGNS`];
 //! the engine does not change.
 
+pub mod asap;
 pub mod baseline;
+pub mod bbb;
+pub mod buffered;
 pub mod eadr;
 mod flush;
+pub mod hops;
+pub mod pb;
+pub mod rt;
 
 use crate::machine::{DesignEv, Machine, StallCause};
 use crate::mem::nvm::LineData;
@@ -86,6 +92,9 @@ pub trait Design: Send {
         Step::Done
     }
 
+    /// A `release` (or `rmw`) performed its write (PM or volatile).
+    fn on_released(&mut self, _m: &mut Machine, _core: usize) {}
+
     /// An `acquire` (or `rmw`) performed; `releaser` is the core whose release (or rmw) on the same
     /// address it synchronises with, if another core's.
     fn on_acquire(&mut self, _m: &mut Machine, _core: usize, _releaser: Option<usize>) {}
@@ -143,14 +152,53 @@ pub static DESIGNS: &[DesignInfo] = &[
         about: "caches in the persistence domain (battery); fences free",
         build: |c| Box::new(eadr::Eadr::new(c)),
     },
+    DesignInfo {
+        name: "bbb",
+        about: "battery-backed persist buffer per core; stores persistent on entry",
+        build: |c| Box::new(bbb::Bbb::new(c)),
+    },
+    DesignInfo {
+        name: "hops-ep",
+        about: "HOPS: persist buffers, conservative flushing, polled global TS; epoch persistency",
+        build: |c| Box::new(hops::hops_ep(c)),
+    },
+    DesignInfo { name: "hops-rp", about: "HOPS with release persistency", build: |c| Box::new(hops::hops_rp(c)) },
+    DesignInfo {
+        name: "asap-ep",
+        about: "ASAP: eager early flushing, undo/delay records at the MCs, CDR messages; epoch persistency",
+        build: |c| Box::new(asap::asap_ep(c)),
+    },
+    DesignInfo { name: "asap-rp", about: "ASAP with release persistency", build: |c| Box::new(asap::asap_rp(c)) },
 ];
 
 /// Test-only broken variants (reachable only by names starting with `broken-`).
-pub static BROKEN: &[DesignInfo] = &[DesignInfo {
-    name: "broken-baseline-no-sfence-stall",
-    about: "TEST ONLY: baseline whose sfence does not wait for the flush ACKs",
-    build: |c| Box::new(baseline::Baseline::broken_no_stall(c)),
-}];
+pub static BROKEN: &[DesignInfo] = &[
+    DesignInfo {
+        name: "broken-baseline-no-sfence-stall",
+        about: "TEST ONLY: baseline whose sfence does not wait for the flush ACKs",
+        build: |c| Box::new(baseline::Baseline::broken_no_stall(c)),
+    },
+    DesignInfo {
+        name: "broken-asap-rp-no-undo",
+        about: "TEST ONLY: ASAP without undo records",
+        build: |c| Box::new(asap::broken_no_undo(c)),
+    },
+    DesignInfo {
+        name: "broken-asap-ep-no-delay",
+        about: "TEST ONLY: ASAP without delay records",
+        build: |c| Box::new(asap::broken_no_delay(c)),
+    },
+    DesignInfo {
+        name: "broken-asap-rp-commit-before-ack",
+        about: "TEST ONLY: ASAP committing before the commit ACKs",
+        build: |c| Box::new(asap::broken_commit_before_ack(c)),
+    },
+    DesignInfo {
+        name: "broken-hops-ep-no-cross-thread-wait",
+        about: "TEST ONLY: HOPS without the cross-thread wait",
+        build: |c| Box::new(hops::broken_no_cross_thread_wait(c)),
+    },
+];
 
 /// Looks a design up by name (`allow_broken` admits the test-only variants).
 pub fn build(name: &str, cfg: &crate::config::Config, allow_broken: bool) -> Result<Box<dyn Design>, String> {

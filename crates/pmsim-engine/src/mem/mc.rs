@@ -87,6 +87,8 @@ pub struct McStats {
     pub wpq_full_waits: u64,
     /// Reads delayed behind writes waiting for a full WPQ.
     pub reads_behind_writes: u64,
+    /// Reads served by the on-DIMM buffer.
+    pub xpbuffer_read_hits: u64,
 }
 
 pub struct Mc<R: Copy> {
@@ -100,6 +102,10 @@ pub struct Mc<R: Copy> {
     write_ps: u64,
     read_ps: u64,
     last_change: u64,
+    /// On-DIMM buffer: recently accessed lines, most recent last.
+    xpbuf: VecDeque<u64>,
+    xpbuf_cap: usize,
+    xpbuf_ps: u64,
     pub stats: McStats,
 }
 
@@ -117,6 +123,9 @@ impl<R: Copy> Mc<R> {
             write_ps: ns(cfg.pm.write_ns),
             read_ps: ns(cfg.pm.read_ns),
             last_change: 0,
+            xpbuf: VecDeque::with_capacity(cfg.pm.xpbuffer_lines),
+            xpbuf_cap: cfg.pm.xpbuffer_lines,
+            xpbuf_ps: ns(cfg.pm.xpbuffer_ns),
             stats: McStats::default(),
         }
     }
@@ -144,7 +153,27 @@ impl<R: Copy> Mc<R> {
         Some(self.insert(now, data))
     }
 
+    /// Records an access in the on-DIMM buffer; returns whether the line was there.
+    fn xp_touch(&mut self, line: u64) -> bool {
+        if self.xpbuf_cap == 0 {
+            return false;
+        }
+        let hit = match self.xpbuf.iter().position(|&l| l == line) {
+            Some(i) => {
+                self.xpbuf.remove(i);
+                true
+            }
+            None => false,
+        };
+        if self.xpbuf.len() >= self.xpbuf_cap {
+            self.xpbuf.pop_front();
+        }
+        self.xpbuf.push_back(line);
+        hit
+    }
+
     fn insert(&mut self, now: u64, data: LineData) -> u64 {
+        self.xp_touch(data.line);
         self.account(now);
         let start = now.max(self.write_free);
         self.write_free = start + self.write_occ_ps;
@@ -180,6 +209,10 @@ impl<R: Copy> Mc<R> {
         if self.wpq.iter().any(|e| e.data.line == line) {
             self.stats.wpq_read_hits += 1;
             return now;
+        }
+        if self.xp_touch(line) {
+            self.stats.xpbuffer_read_hits += 1;
+            return now + self.xpbuf_ps;
         }
         // A read behind writes waiting for a full WPQ waits until they are accepted (the MC
         // drains writes before serving reads when the WPQ is full): back-pressure from the write

@@ -1,0 +1,37 @@
+//! Every design on every workload: simulated time and speedup over the baseline.
+//! `cargo run --release -p pmsim-engine --example compare [ops] [threads]`
+
+use pmsim_engine::{simulate, Config};
+use std::sync::Arc;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let ops = args.get(1).cloned().unwrap_or_else(|| "500".into());
+    let threads = args.get(2).cloned().unwrap_or_else(|| "4".into());
+    let designs = ["baseline", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "bbb", "eadr"];
+    print!("{:16}", "workload");
+    for d in designs {
+        print!("{d:>10}");
+    }
+    println!();
+    for w in pmsim_workloads::names() {
+        let mut p = std::collections::BTreeMap::new();
+        p.insert("ops".to_string(), ops.clone());
+        p.insert("threads".to_string(), threads.clone());
+        let t = Arc::new(pmsim_workloads::generate(w, &p).expect("workload").trace);
+        print!("{w:16}");
+        let mut base = 0.0;
+        for d in designs {
+            match simulate(&t, &Config::default(), d) {
+                Ok(s) => {
+                    if d == "baseline" {
+                        base = s.sim_time_ns;
+                    }
+                    print!("{:>10.2}", base / s.sim_time_ns);
+                }
+                Err(e) => print!("{:>10}", format!("ERR {}", e.to_string().chars().take(30).collect::<String>())),
+            }
+        }
+        println!();
+    }
+}

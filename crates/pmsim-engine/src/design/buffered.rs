@@ -1,0 +1,954 @@
+//! Buffered epoch persistency: the per-core persist buffer and epoch table that HOPS and ASAP
+//! share, with the two flushing policies side by side.
+//!
+//! Stores enter the core's persist buffer (PB) tagged with the current epoch. Epochs end at
+//! `ofence`/`dfence`; under epoch persistency also at every cross-core conflict seen by the
+//! directory (both cores start new epochs and the requester's depends on the source's), under
+//! release persistency around every release and after every acquire that synchronises with
+//! another core's release (the acquirer's later epochs depend on the releaser's).
+//!
+//! - **HOPS** flushes conservatively: only entries of the oldest unpersisted epoch, and only
+//!   once its cross-thread dependencies are seen resolved in the global timestamp register,
+//!   which the core polls (every `hops.poll_cycles`, `hops.access_cycles` per read).
+//! - **ASAP** flushes eagerly: entries of later (unsafe) epochs go out marked *early* and the MC
+//!   keeps undo/delay records ([`super::rt`]); an epoch commits when it is safe and complete,
+//!   sending commit messages to the MCs that received its early flushes, in epoch order, and CDR
+//!   messages to dependent cores once the MCs acknowledge. A NACK (recovery table full) makes the
+//!   PB fall back to safe flushes until that epoch commits.
+//!
+//! A `dfence` waits until every earlier epoch has committed (HOPS: persisted). Test-only broken
+//! variants switch off one mechanism each so the checker can be shown to catch them.
+
+use super::pb::{occupancy_stats, EntryState, PersistBuffer};
+use super::rt::{Record, RecordKind, RecoveryTable};
+use super::{DesignStats, PmStore, Promise, Step};
+use crate::config::{ns, Config};
+use crate::machine::{DesignEv, Machine, StallCause};
+use crate::mem::nvm::LineData;
+use pmsim_trace::Kind;
+use std::collections::VecDeque;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    Hops,
+    Asap,
+}
+
+/// Mechanisms a test-only broken variant switches off.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Broken {
+    pub no_undo: bool,
+    pub no_delay: bool,
+    pub commit_before_ack: bool,
+    pub no_cross_thread_wait: bool,
+}
+
+const FLUSH: u16 = 1;
+const ARRIVE: u16 = 2;
+const ACK: u16 = 3;
+const NACK: u16 = 4;
+const UNDO_READ: u16 = 5;
+const COMMIT_ARRIVE: u16 = 6;
+const COMMIT_WRITE: u16 = 7;
+const COMMIT_ACK: u16 = 8;
+const CDR: u16 = 9;
+const POLL: u16 = 10;
+const POLL_DONE: u16 = 11;
+
+#[derive(Clone, Debug)]
+struct Dep {
+    core: u16,
+    ts: u64,
+    resolved: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Epoch {
+    ts: u64,
+    /// PB entries of this epoch not yet acknowledged.
+    pending: u32,
+    stores: u32,
+    closed: bool,
+    deps: Vec<Dep>,
+    /// MCs that received early flushes of this epoch (bit per MC).
+    early_mcs: u32,
+    commit_acks: u32,
+    committing: bool,
+}
+
+impl Epoch {
+    fn new(ts: u64) -> Epoch {
+        Epoch {
+            ts,
+            pending: 0,
+            stores: 0,
+            closed: false,
+            deps: Vec::new(),
+            early_mcs: 0,
+            commit_acks: 0,
+            committing: false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FenceWait {
+    /// dfence: every earlier epoch committed.
+    Drain,
+    /// A fence that must open a new epoch waits for a free epoch-table entry.
+    EtSpace(StallCause),
+}
+
+struct CoreP {
+    pb: PersistBuffer,
+    et: VecDeque<Epoch>,
+    next_ts: u64,
+    committed_upto: u64,
+    /// (epoch ts of mine, dependent core) waiting for my commit.
+    dependents: Vec<(u64, u16)>,
+    flush_scheduled: bool,
+    /// Fallback to safe-only flushing until this epoch commits (after a NACK).
+    nack_until: Option<u64>,
+    fence: Option<FenceWait>,
+    admit_stalled: bool,
+    blocked_since: Option<u64>,
+    flush_stall_ps: u64,
+    saw_flush: bool,
+    poll_scheduled: bool,
+    next_poll: u64,
+    /// The global register as read by the poll in progress.
+    poll_snapshot: Vec<u64>,
+    wbb: u32,
+}
+
+/// A flush on its way to (or at) an MC.
+#[derive(Clone, Copy)]
+struct Packet {
+    core: u16,
+    entry: u64,
+    epoch: u64,
+    early: bool,
+    data: LineData,
+}
+
+#[derive(Default)]
+struct Counters {
+    epochs: u64,
+    deps: u64,
+    early: u64,
+    safe: u64,
+    undo: u64,
+    delay: u64,
+    nacks: u64,
+    commits_sent: u64,
+    cdrs: u64,
+    polls: u64,
+    sfence_as_dfence: u64,
+    clwb_ignored: u64,
+    et_overflows: u64,
+    bloom_hits: u64,
+    wbb_max: u32,
+    wbb_overflows: u64,
+    pm_undo_reads: u64,
+}
+
+pub struct Buffered {
+    name: &'static str,
+    policy: Policy,
+    promise: Promise,
+    broken: Broken,
+    cores: Vec<CoreP>,
+    packets: Vec<Option<Packet>>,
+    free_packets: Vec<usize>,
+    rts: Vec<RecoveryTable>,
+    /// Per MC, commits waiting for their delay writes: (core, ts, writes outstanding).
+    commit_waits: Vec<Vec<(u16, u64, u32)>>,
+    /// HOPS global timestamp register: per core, the newest persisted epoch.
+    global_ts: Vec<u64>,
+    et_cap: usize,
+    wbb_cap: u32,
+    flush_ps: u64,
+    poll_ps: u64,
+    poll_access_ps: u64,
+    c: Counters,
+}
+
+impl Buffered {
+    pub fn new(name: &'static str, policy: Policy, promise: Promise, cfg: &Config, broken: Broken) -> Buffered {
+        let n = cfg.core.count.max(64);
+        let cyc = cfg.cycle_ps();
+        Buffered {
+            name,
+            policy,
+            promise,
+            broken,
+            cores: (0..n)
+                .map(|_| CoreP {
+                    pb: PersistBuffer::new(cfg.pb.entries),
+                    et: VecDeque::from([Epoch::new(1)]),
+                    next_ts: 2,
+                    committed_upto: 0,
+                    dependents: Vec::new(),
+                    flush_scheduled: false,
+                    nack_until: None,
+                    fence: None,
+                    admit_stalled: false,
+                    blocked_since: None,
+                    flush_stall_ps: 0,
+                    saw_flush: false,
+                    poll_scheduled: false,
+                    next_poll: 0,
+                    poll_snapshot: Vec::new(),
+                    wbb: 0,
+                })
+                .collect(),
+            packets: Vec::new(),
+            free_packets: Vec::new(),
+            rts: (0..cfg.mc.count).map(|_| RecoveryTable::new(cfg.rt.entries, cfg.rt.bloom_counters)).collect(),
+            commit_waits: vec![Vec::new(); cfg.mc.count],
+            global_ts: vec![0; n],
+            et_cap: if policy == Policy::Asap { cfg.et.entries } else { usize::MAX },
+            wbb_cap: cfg.pb.wbb_entries as u32,
+            flush_ps: ns(cfg.pb.flush_ns),
+            poll_ps: cfg.hops.poll_cycles * cyc,
+            poll_access_ps: cfg.hops.access_cycles * cyc,
+            c: Counters::default(),
+        }
+    }
+
+    fn ev(tag: u16, core: usize, arg: u64) -> DesignEv {
+        DesignEv { tag, core: core as u16, arg }
+    }
+
+    // ---- epochs -------------------------------------------------------------------------
+
+    /// Ends the current epoch if it holds stores. `forced` splits (conflicts, releases) may
+    /// exceed the epoch table; fences may not. Returns false if the table is full.
+    fn close_epoch(&mut self, m: &mut Machine, c: usize, forced: bool) -> bool {
+        let core = &mut self.cores[c];
+        let cur = core.et.back().expect("current epoch");
+        if cur.stores == 0 {
+            return true;
+        }
+        if core.et.len() >= self.et_cap {
+            if !forced {
+                return false;
+            }
+            self.c.et_overflows += 1;
+        }
+        core.et.back_mut().expect("current epoch").closed = true;
+        let ts = core.next_ts;
+        core.next_ts += 1;
+        core.et.push_back(Epoch::new(ts));
+        self.c.epochs += 1;
+        self.progress(m, c);
+        true
+    }
+
+    /// The epoch of `s` a dependent must wait for: its current one if it holds stores (which
+    /// then closes), else the last closed one. None if that has committed already.
+    fn dep_target(&mut self, m: &mut Machine, s: usize) -> Option<u64> {
+        let cur = self.cores[s].et.back().expect("current epoch");
+        let ts = if cur.stores > 0 {
+            let ts = cur.ts;
+            self.close_epoch(m, s, true);
+            ts
+        } else {
+            cur.ts - 1
+        };
+        (ts > self.cores[s].committed_upto).then_some(ts)
+    }
+
+    /// `r`'s next stores depend on `s`'s epoch `ts`.
+    fn add_dep(&mut self, m: &mut Machine, r: usize, s: usize, ts: u64) {
+        self.close_epoch(m, r, true);
+        self.c.deps += 1;
+        let cur = self.cores[r].et.back_mut().expect("current epoch");
+        if let Some(d) = cur.deps.iter_mut().find(|d| d.core as usize == s) {
+            d.ts = d.ts.max(ts);
+            d.resolved = false;
+        } else {
+            cur.deps.push(Dep { core: s as u16, ts, resolved: false });
+        }
+        self.cores[s].dependents.push((ts, r as u16));
+        if self.policy == Policy::Hops {
+            self.schedule_poll(m, r);
+        }
+    }
+
+    fn deps_resolved(&self, e: &Epoch) -> bool {
+        self.broken.no_cross_thread_wait || e.deps.iter().all(|d| d.resolved)
+    }
+
+    /// Is the epoch at position `i` of core `c`'s table safe (earlier ones committed, deps done)?
+    fn safe(&self, c: usize, i: usize) -> bool {
+        i == 0 && self.deps_resolved(&self.cores[c].et[0])
+    }
+
+    // ---- flushing -----------------------------------------------------------------------
+
+    fn kick(&mut self, m: &mut Machine, c: usize) {
+        if !self.cores[c].flush_scheduled {
+            self.cores[c].flush_scheduled = true;
+            m.schedule_design(m.now, Self::ev(FLUSH, c, 0));
+        }
+    }
+
+    /// Index in the PB of the next entry the policy lets flush, and whether it would be early.
+    fn next_flush(&self, c: usize) -> Option<(usize, bool)> {
+        let core = &self.cores[c];
+        let oldest = core.et.front().map(|e| e.ts).unwrap_or(u64::MAX);
+        let oldest_safe = self.safe(c, 0);
+        for (i, e) in core.pb.entries.iter().enumerate() {
+            if e.state != EntryState::Queued {
+                continue;
+            }
+            let is_safe = e.epoch == oldest && oldest_safe;
+            match self.policy {
+                Policy::Hops if is_safe => return Some((i, false)),
+                Policy::Hops => {}
+                Policy::Asap if is_safe => return Some((i, false)),
+                Policy::Asap if core.nack_until.is_none() => return Some((i, true)),
+                Policy::Asap => {}
+            }
+        }
+        None
+    }
+
+    fn flush_tick(&mut self, m: &mut Machine, c: usize) {
+        self.cores[c].flush_scheduled = false;
+        let queued = self.cores[c].pb.entries.iter().any(|e| e.state == EntryState::Queued);
+        match self.next_flush(c) {
+            Some((i, early)) => {
+                if let Some(since) = self.cores[c].blocked_since.take() {
+                    self.cores[c].flush_stall_ps += m.now - since;
+                }
+                let core = &mut self.cores[c];
+                let e = &mut core.pb.entries[i];
+                e.state = EntryState::InFlight { early };
+                let pkt = Packet { core: c as u16, entry: e.id, epoch: e.epoch, early, data: e.data };
+                if early {
+                    self.c.early += 1;
+                    let mc = m.mc_of(pkt.data.line);
+                    if let Some(ep) = self.cores[c].et.iter_mut().find(|x| x.ts == pkt.epoch) {
+                        ep.early_mcs |= 1 << mc;
+                    }
+                } else {
+                    self.c.safe += 1;
+                }
+                let slot = match self.free_packets.pop() {
+                    Some(s) => {
+                        self.packets[s] = Some(pkt);
+                        s
+                    }
+                    None => {
+                        self.packets.push(Some(pkt));
+                        self.packets.len() - 1
+                    }
+                };
+                m.schedule_design(m.now + self.flush_ps, Self::ev(ARRIVE, c, slot as u64));
+                self.cores[c].flush_scheduled = true;
+                m.schedule_design(m.now + m.cycle_ps, Self::ev(FLUSH, c, 0));
+            }
+            None => {
+                if queued && self.cores[c].blocked_since.is_none() {
+                    self.cores[c].blocked_since = Some(m.now);
+                }
+                if self.policy == Policy::Hops {
+                    self.schedule_poll(m, c);
+                }
+            }
+        }
+    }
+
+    fn on_ack(&mut self, m: &mut Machine, c: usize, entry: u64) {
+        let core = &mut self.cores[c];
+        let Some(e) = core.pb.remove(m.now, entry) else { return };
+        m.persist_version += 1;
+        if let Some(ep) = core.et.iter_mut().find(|x| x.ts == e.epoch) {
+            ep.pending -= 1;
+        }
+        if core.wbb > 0 && !core.pb.holds_line(e.data.line) {
+            core.wbb -= 1;
+        }
+        if core.admit_stalled {
+            core.admit_stalled = false;
+            m.resume_drain(c);
+        }
+        self.progress(m, c);
+    }
+
+    fn on_nack(&mut self, m: &mut Machine, c: usize, entry: u64) {
+        self.c.nacks += 1;
+        let core = &mut self.cores[c];
+        if let Some(e) = core.pb.get_mut(entry) {
+            e.state = EntryState::Queued;
+            let ep = e.epoch;
+            core.nack_until = Some(core.nack_until.map_or(ep, |x| x.max(ep)));
+        }
+        self.kick(m, c);
+    }
+
+    /// Commits (ASAP) or persists (HOPS) every epoch that can, then restarts flushing and wakes
+    /// whatever waited.
+    fn progress(&mut self, m: &mut Machine, c: usize) {
+        loop {
+            let safe = self.safe(c, 0);
+            let core = &mut self.cores[c];
+            let Some(front) = core.et.front_mut() else { break };
+            if front.committing || !(front.closed && front.pending == 0 && safe) {
+                break;
+            }
+            if self.policy == Policy::Asap && front.early_mcs != 0 {
+                front.committing = true;
+                let ts = front.ts;
+                let mut mask = front.early_mcs;
+                front.commit_acks = mask.count_ones();
+                while mask != 0 {
+                    let mc = mask.trailing_zeros() as u64;
+                    mask &= mask - 1;
+                    self.c.commits_sent += 1;
+                    m.schedule_design(m.now + m.hop_ps, Self::ev(COMMIT_ARRIVE, c, (mc << 48) | ts));
+                }
+                if self.broken.commit_before_ack {
+                    self.committed(m, c);
+                    continue;
+                }
+                break;
+            }
+            self.committed(m, c);
+        }
+        let core = &mut self.cores[c];
+        if let Some(FenceWait::Drain) = core.fence {
+            if core.et.len() == 1 && core.et[0].stores == 0 {
+                core.fence = None;
+                m.sb_head_done(c);
+            }
+        }
+        if let Some(FenceWait::EtSpace(_)) = core.fence {
+            if core.et.len() < self.et_cap {
+                core.fence = None;
+                m.sb_head_done(c);
+                // The fence's new epoch opens when it retires: approximated by closing now.
+                self.close_epoch(m, c, true);
+            }
+        }
+        self.kick(m, c);
+    }
+
+    /// The front epoch of `c` committed.
+    fn committed(&mut self, m: &mut Machine, c: usize) {
+        let core = &mut self.cores[c];
+        let Some(e) = core.et.pop_front() else { return };
+        core.committed_upto = e.ts;
+        if core.et.is_empty() {
+            let ts = core.next_ts;
+            core.next_ts += 1;
+            core.et.push_back(Epoch::new(ts));
+        }
+        if core.nack_until.is_some_and(|n| n <= e.ts) {
+            core.nack_until = None;
+        }
+        self.global_ts[c] = e.ts;
+        m.persist_version += 1;
+        let upto = e.ts;
+        let (ready, rest): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.cores[c].dependents).into_iter().partition(|(ts, _)| *ts <= upto);
+        self.cores[c].dependents = rest;
+        if self.policy == Policy::Asap {
+            for (_, d) in ready {
+                self.c.cdrs += 1;
+                m.schedule_design(m.now + m.hop_ps, Self::ev(CDR, d as usize, ((c as u64) << 48) | upto));
+            }
+        }
+    }
+
+    fn on_cdr(&mut self, m: &mut Machine, d: usize, source: usize, upto: u64) {
+        for e in self.cores[d].et.iter_mut() {
+            for dep in e.deps.iter_mut() {
+                if dep.core as usize == source && dep.ts <= upto {
+                    dep.resolved = true;
+                }
+            }
+        }
+        self.progress(m, d);
+    }
+
+    // ---- HOPS polling -------------------------------------------------------------------
+
+    fn schedule_poll(&mut self, m: &mut Machine, c: usize) {
+        let core = &self.cores[c];
+        let waiting = core.et.iter().any(|e| e.deps.iter().any(|d| !d.resolved));
+        if !waiting || core.poll_scheduled {
+            return;
+        }
+        let t = m.now.max(core.next_poll);
+        self.cores[c].poll_scheduled = true;
+        m.schedule_design(t, Self::ev(POLL, c, 0));
+    }
+
+    fn poll(&mut self, m: &mut Machine, c: usize) {
+        self.c.polls += 1;
+        self.cores[c].next_poll = m.now + self.poll_ps;
+        self.cores[c].poll_snapshot.clone_from(&self.global_ts);
+        // The register is read now; the value arrives after the access latency.
+        m.schedule_design(m.now + self.poll_access_ps, Self::ev(POLL_DONE, c, m.now));
+    }
+
+    fn poll_done(&mut self, m: &mut Machine, c: usize, snapshot: Vec<u64>) {
+        self.cores[c].poll_scheduled = false;
+        for e in self.cores[c].et.iter_mut() {
+            for d in e.deps.iter_mut() {
+                if snapshot[d.core as usize] >= d.ts {
+                    d.resolved = true;
+                }
+            }
+        }
+        self.progress(m, c);
+        self.schedule_poll(m, c);
+    }
+
+    // ---- the memory-controller side -------------------------------------------------------
+
+    fn arrive(&mut self, m: &mut Machine, slot: usize) {
+        let Some(p) = self.packets[slot].take() else { return };
+        self.free_packets.push(slot);
+        let mc = m.mc_of(p.data.line);
+        let ack = Self::ev(ACK, p.core as usize, p.entry);
+        if self.policy == Policy::Hops || !p.early {
+            self.rts[mc].bloom_remove(p.data.line);
+            self.safe_write(m, mc, p.data, Some(ack));
+            return;
+        }
+        let has_undo = self.rts[mc].has_undo(p.data.line);
+        if has_undo && self.broken.no_delay {
+            // Broken: overwrite memory speculatively, keeping the first undo record only.
+            if let Some(u) = self.rts[mc].undo_for(p.data.line) {
+                u.spec |= p.data.mask;
+            }
+            m.mc_write(mc, p.data, Some(ack));
+            return;
+        }
+        if self.broken.no_undo && !has_undo {
+            m.mc_write(mc, p.data, Some(ack));
+            return;
+        }
+        let rt = &mut self.rts[mc];
+        if has_undo {
+            // Table I, early flush with an undo record: delay it until its epoch commits.
+            if let Some(r) = rt.records.iter_mut().find(|r| {
+                r.kind == RecordKind::Delay && r.line == p.data.line && r.core == p.core && r.epoch == p.epoch
+            }) {
+                r.data.merge(&p.data);
+            } else if rt.full() {
+                return self.nack(m, mc, p);
+            } else {
+                rt.push(Record {
+                    kind: RecordKind::Delay,
+                    line: p.data.line,
+                    core: p.core,
+                    epoch: p.epoch,
+                    data: p.data,
+                    spec: 0,
+                    reading: false,
+                    fresh: 0,
+                    pending_write: None,
+                    ack_entry: p.entry,
+                });
+                self.c.delay += 1;
+            }
+            m.persist_version += 1;
+            m.schedule_design(m.now + m.hop_ps, ack);
+            return;
+        }
+        if rt.full() {
+            return self.nack(m, mc, p);
+        }
+        // Table I, early flush without an undo record: read the old contents from PM, keep them
+        // as the undo record, then write speculatively.
+        rt.push(Record {
+            kind: RecordKind::Undo,
+            line: p.data.line,
+            core: p.core,
+            epoch: p.epoch,
+            data: LineData::new(p.data.line),
+            spec: p.data.mask,
+            reading: true,
+            fresh: 0,
+            pending_write: Some(p.data),
+            ack_entry: p.entry,
+        });
+        self.c.undo += 1;
+        self.c.pm_undo_reads += 1;
+        m.mc_read_local(mc, p.data.line, Self::ev(UNDO_READ, p.core as usize, ((mc as u64) << 58) | p.data.line));
+    }
+
+    fn nack(&mut self, m: &mut Machine, mc: usize, p: Packet) {
+        self.rts[mc].bloom_insert(p.data.line);
+        m.schedule_design(m.now + m.hop_ps, Self::ev(NACK, p.core as usize, p.entry));
+    }
+
+    /// A safe write (or a delay record applied at commit): words memory holds speculatively
+    /// update the undo record instead (Table I, safe flush with an undo record); the rest go to
+    /// memory.
+    fn safe_write(&mut self, m: &mut Machine, mc: usize, data: LineData, reply: Option<DesignEv>) {
+        let mut to_mem = data;
+        if let Some(u) = self.rts[mc].undo_for(data.line) {
+            for i in 0..8 {
+                if data.mask & (1 << i) == 0 {
+                    continue;
+                }
+                if u.spec & (1 << i) != 0 {
+                    u.data.set(i, data.words[i]);
+                    if u.reading {
+                        u.fresh |= 1 << i;
+                    }
+                    to_mem.mask &= !(1 << i);
+                } else {
+                    // Memory is not speculative here, but keep the record's copy current so a
+                    // crash write-back of this line never restores an older value.
+                    u.data.set(i, data.words[i]);
+                    if u.reading {
+                        u.fresh |= 1 << i;
+                    }
+                }
+            }
+            m.persist_version += 1;
+        }
+        if to_mem.mask != 0 {
+            m.mc_write(mc, to_mem, reply);
+        } else if let Some(r) = reply {
+            m.schedule_design(m.now + m.hop_ps, r);
+        }
+    }
+
+    fn undo_read_done(&mut self, m: &mut Machine, mc: usize, line: u64) {
+        let old = m.persistent_line(line);
+        let Some(u) =
+            self.rts[mc].records.iter_mut().find(|r| r.kind == RecordKind::Undo && r.line == line && r.reading)
+        else {
+            return;
+        };
+        for i in 0..8 {
+            if u.fresh & (1 << i) == 0 {
+                let w = if old.mask & (1 << i) != 0 {
+                    old.words[i]
+                } else {
+                    pmsim_trace::WordVal { id: pmsim_trace::INITIAL_ID, data: 0 }
+                };
+                u.data.set(i, w);
+            }
+        }
+        u.reading = false;
+        let write = u.pending_write.take();
+        let ack = Self::ev(ACK, u.core as usize, u.ack_entry);
+        if let Some(w) = write {
+            m.mc_write(mc, w, Some(ack));
+        }
+    }
+
+    fn commit_arrive(&mut self, m: &mut Machine, c: usize, mc: usize, ts: u64) {
+        let rt = &mut self.rts[mc];
+        rt.records.retain(|r| !(r.kind == RecordKind::Undo && r.core as usize == c && r.epoch == ts));
+        let mut delays = Vec::new();
+        rt.records.retain(|r| {
+            let mine = r.kind == RecordKind::Delay && r.core as usize == c && r.epoch == ts;
+            if mine {
+                delays.push(r.data);
+            }
+            !mine
+        });
+        m.persist_version += 1;
+        if delays.is_empty() {
+            m.schedule_design(m.now + m.hop_ps, Self::ev(COMMIT_ACK, c, ts));
+            return;
+        }
+        self.commit_waits[mc].push((c as u16, ts, delays.len() as u32));
+        for d in delays {
+            let reply = Self::ev(COMMIT_WRITE, c, ((mc as u64) << 48) | ts);
+            self.safe_write(m, mc, d, Some(reply));
+        }
+    }
+
+    fn commit_write_done(&mut self, m: &mut Machine, c: usize, mc: usize, ts: u64) {
+        let waits = &mut self.commit_waits[mc];
+        if let Some(i) = waits.iter().position(|w| w.0 as usize == c && w.1 == ts) {
+            waits[i].2 -= 1;
+            if waits[i].2 == 0 {
+                waits.remove(i);
+                // The write's reply already crossed the network back to the core.
+                self.commit_ack(m, c, ts);
+            }
+        }
+    }
+
+    fn commit_ack(&mut self, m: &mut Machine, c: usize, ts: u64) {
+        let core = &mut self.cores[c];
+        let Some(front) = core.et.front_mut() else { return };
+        if front.ts != ts || !front.committing {
+            return;
+        }
+        front.commit_acks -= 1;
+        if front.commit_acks == 0 {
+            self.committed(m, c);
+            self.progress(m, c);
+        }
+    }
+
+    fn fence(&mut self, m: &mut Machine, c: usize, drain: bool, cause: StallCause) -> Step {
+        if !self.close_epoch(m, c, false) {
+            self.cores[c].fence = Some(FenceWait::EtSpace(StallCause::EtFull));
+            return Step::Wait(StallCause::EtFull);
+        }
+        if drain {
+            // close_epoch already ran `progress`; if epochs remain, `progress` completes the fence
+            // later (never from inside this call, so the engine sees one answer).
+            let core = &self.cores[c];
+            if core.et.len() == 1 && core.et[0].stores == 0 {
+                return Step::Done;
+            }
+            self.cores[c].fence = Some(FenceWait::Drain);
+            return Step::Wait(cause);
+        }
+        Step::Done
+    }
+}
+
+impl super::Design for Buffered {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn promise(&self) -> Promise {
+        self.promise
+    }
+
+    fn fence_blocks_core(&self, kind: Kind) -> bool {
+        matches!(kind, Kind::Dfence | Kind::Sfence | Kind::Mfence)
+    }
+
+    fn admit_store(&mut self, _m: &mut Machine, c: usize, line: u64) -> Result<(), StallCause> {
+        let core = &mut self.cores[c];
+        let epoch = core.et.back().expect("current epoch").ts;
+        if core.pb.admits(line, epoch) {
+            Ok(())
+        } else {
+            core.admit_stalled = true;
+            Err(if core.nack_until.is_some() { StallCause::Nack } else { StallCause::PbFull })
+        }
+    }
+
+    fn on_store(&mut self, m: &mut Machine, c: usize, st: &PmStore) {
+        let core = &mut self.cores[c];
+        let epoch = core.et.back_mut().expect("current epoch");
+        epoch.stores += 1;
+        let ts = epoch.ts;
+        let (_, new) = core.pb.insert(m.now, &st.data, ts);
+        if new {
+            core.et.back_mut().expect("current epoch").pending += 1;
+        }
+        self.kick(m, c);
+    }
+
+    fn on_fence(&mut self, m: &mut Machine, c: usize, kind: Kind, _gid: u64) -> Step {
+        match kind {
+            Kind::Ofence => self.fence(m, c, false, StallCause::Fence),
+            Kind::Dfence => self.fence(m, c, true, StallCause::Dfence),
+            _ => {
+                // Legacy x86: an sfence/mfence after clwbs is a durability point.
+                if std::mem::take(&mut self.cores[c].saw_flush) {
+                    self.c.sfence_as_dfence += 1;
+                    self.fence(m, c, true, StallCause::Dfence)
+                } else {
+                    self.fence(m, c, false, StallCause::Fence)
+                }
+            }
+        }
+    }
+
+    fn on_release(&mut self, m: &mut Machine, c: usize, _gid: u64) -> Step {
+        if self.promise == Promise::Rp {
+            // Stores before a release persist before the release's own write.
+            if !self.close_epoch(m, c, false) {
+                self.cores[c].fence = Some(FenceWait::EtSpace(StallCause::EtFull));
+                return Step::Wait(StallCause::EtFull);
+            }
+        }
+        Step::Done
+    }
+
+    fn on_released(&mut self, m: &mut Machine, c: usize) {
+        if self.promise == Promise::Rp {
+            // The release's epoch ends with it, so acquirers wait for nothing later.
+            self.close_epoch(m, c, true);
+        }
+    }
+
+    fn on_acquire(&mut self, m: &mut Machine, c: usize, releaser: Option<usize>) {
+        if self.promise != Promise::Rp {
+            return;
+        }
+        if let Some(r) = releaser {
+            if let Some(ts) = self.dep_target(m, r) {
+                self.add_dep(m, c, r, ts);
+            }
+        }
+    }
+
+    fn on_flush(&mut self, _m: &mut Machine, c: usize, _kind: Kind, _line: u64) -> Step {
+        self.c.clwb_ignored += 1;
+        self.cores[c].saw_flush = true;
+        Step::Done
+    }
+
+    fn on_conflict(&mut self, m: &mut Machine, r: usize, s: usize, _line: u64, _wrote: bool) {
+        if self.promise != Promise::Ep || r == s {
+            return;
+        }
+        if let Some(ts) = self.dep_target(m, s) {
+            self.add_dep(m, r, s, ts);
+        }
+    }
+
+    fn on_llc_evict(&mut self, _m: &mut Machine, line: u64, _dirty: bool) {
+        // PM lines leaving the LLC are dropped: writes take the persist path. A NACKed line still
+        // waiting in a PB is caught by the Bloom filter and its eviction delayed.
+        if self.rts.iter().any(|rt| rt.bloom_contains(line)) {
+            self.c.bloom_hits += 1;
+        }
+    }
+
+    fn on_private_evict(&mut self, _m: &mut Machine, c: usize, line: u64) {
+        // The write-back buffer holds the eviction until the PB has flushed the line.
+        let core = &mut self.cores[c];
+        if core.pb.entries.iter().any(|e| e.data.line == line && e.state == EntryState::Queued) {
+            if core.wbb >= self.wbb_cap {
+                self.c.wbb_overflows += 1;
+            } else {
+                core.wbb += 1;
+                self.c.wbb_max = self.c.wbb_max.max(core.wbb);
+            }
+        }
+    }
+
+    fn on_event(&mut self, m: &mut Machine, ev: DesignEv) {
+        let c = ev.core as usize;
+        match ev.tag {
+            FLUSH => self.flush_tick(m, c),
+            ARRIVE => self.arrive(m, ev.arg as usize),
+            ACK => self.on_ack(m, c, ev.arg),
+            NACK => self.on_nack(m, c, ev.arg),
+            UNDO_READ => self.undo_read_done(m, (ev.arg >> 58) as usize, ev.arg & ((1 << 58) - 1)),
+            COMMIT_ARRIVE => self.commit_arrive(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
+            COMMIT_WRITE => self.commit_write_done(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
+            COMMIT_ACK => self.commit_ack(m, c, ev.arg),
+            CDR => self.on_cdr(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
+            POLL => self.poll(m, c),
+            POLL_DONE => {
+                let snap = std::mem::take(&mut self.cores[c].poll_snapshot);
+                self.poll_done(m, c, snap)
+            }
+            _ => {}
+        }
+    }
+
+    fn busy(&self, _m: &Machine) -> bool {
+        self.cores.iter().any(|c| !c.pb.is_empty() || c.et.iter().any(|e| e.committing))
+            || self.packets.iter().any(Option::is_some)
+    }
+
+    fn crash_writes(&self, _m: &Machine, out: &mut Vec<LineData>) {
+        // ASAP §V-E: after the WPQ drains, undo records restore speculatively written words.
+        for rt in &self.rts {
+            for r in &rt.records {
+                if r.kind == RecordKind::Undo && !r.reading {
+                    let mut d = LineData::new(r.line);
+                    for i in 0..8 {
+                        if r.spec & (1 << i) != 0 {
+                            d.set(i, r.data.words[i]);
+                        }
+                    }
+                    out.push(d);
+                }
+            }
+        }
+    }
+
+    fn stats(&self, m: &Machine, out: &mut DesignStats) {
+        let threads = m.cores.iter().filter(|c| c.stats.events > 0).count().max(1);
+        let pbs: Vec<&PersistBuffer> = self.cores.iter().take(threads).map(|c| &c.pb).collect();
+        occupancy_stats(&pbs, m.now, out);
+        let exec_ms = m.cores.iter().map(|c| c.stats.finish_ps).max().unwrap_or(0) as f64 / 1e9;
+        let stall_ps: u64 = self.cores.iter().map(|c| c.flush_stall_ps).sum();
+        let cyc = m.cycle_ps.max(1);
+        out.insert("epochs".into(), self.c.epochs as f64);
+        out.insert("cross_thread_deps".into(), self.c.deps as f64);
+        if exec_ms > 0.0 {
+            out.insert("epochs_per_ms".into(), self.c.epochs as f64 / exec_ms);
+            out.insert("cross_thread_deps_per_ms".into(), self.c.deps as f64 / exec_ms);
+        }
+        out.insert("flush_stall_cycles".into(), (stall_ps / cyc) as f64);
+        let total_ps = exec_ms * 1e9 * threads as f64;
+        out.insert("flush_stall_pct".into(), if total_ps > 0.0 { 100.0 * stall_ps as f64 / total_ps } else { 0.0 });
+        out.insert("safe_flushes".into(), self.c.safe as f64);
+        out.insert("sfence_as_dfence".into(), self.c.sfence_as_dfence as f64);
+        out.insert("clwb_ignored".into(), self.c.clwb_ignored as f64);
+        match self.policy {
+            Policy::Asap => {
+                out.insert("early_flushes".into(), self.c.early as f64);
+                out.insert("undo_records".into(), self.c.undo as f64);
+                out.insert("delay_records".into(), self.c.delay as f64);
+                out.insert("nacks".into(), self.c.nacks as f64);
+                out.insert("commit_messages".into(), self.c.commits_sent as f64);
+                out.insert("cdr_messages".into(), self.c.cdrs as f64);
+                out.insert(
+                    "rt_occupancy_max".into(),
+                    self.rts.iter().map(|r| r.max_occupancy).max().unwrap_or(0) as f64,
+                );
+                out.insert("et_overflows".into(), self.c.et_overflows as f64);
+                out.insert("bloom_hits".into(), self.c.bloom_hits as f64);
+                out.insert("wbb_max".into(), self.c.wbb_max as f64);
+                out.insert("wbb_overflows".into(), self.c.wbb_overflows as f64);
+                out.insert("undo_pm_reads".into(), self.c.pm_undo_reads as f64);
+            }
+            Policy::Hops => {
+                out.insert("polls".into(), self.c.polls as f64);
+            }
+        }
+    }
+
+    fn describe_core(&self, c: usize) -> String {
+        let Some(core) = self.cores.get(c) else {
+            return format!("{} packets in flight", self.packets.iter().filter(|p| p.is_some()).count());
+        };
+        let epochs: Vec<String> = core
+            .et
+            .iter()
+            .map(|e| {
+                let deps: Vec<String> = e
+                    .deps
+                    .iter()
+                    .map(|d| format!("T{}:{}{}", d.core, d.ts, if d.resolved { "✓" } else { "" }))
+                    .collect();
+                format!(
+                    "E{}[{}st {}pend{}{}{}]",
+                    e.ts,
+                    e.stores,
+                    e.pending,
+                    if e.closed { " closed" } else { "" },
+                    if e.committing { " committing" } else { "" },
+                    if deps.is_empty() { String::new() } else { format!(" deps {}", deps.join(",")) }
+                )
+            })
+            .collect();
+        format!(
+            "{}: PB {}/{} entries, epochs {}, committed up to {}{}",
+            self.name,
+            core.pb.len(),
+            core.pb.cap,
+            epochs.join(" "),
+            core.committed_upto,
+            if core.nack_until.is_some() { ", NACK fallback" } else { "" }
+        )
+    }
+}

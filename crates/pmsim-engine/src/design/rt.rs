@@ -1,0 +1,90 @@
+//! ASAP's recovery table at a memory controller: undo and delay records (ASAP §V-A, Table I).
+//!
+//! Records are per 64 B line. An *undo* record keeps the line's safe contents while memory holds
+//! speculative (early) writes of one epoch; `spec` marks the words those early writes touched, and
+//! only those are restored at a crash. A *delay* record holds an early write that arrived while an
+//! undo record for its line existed; it is applied when its epoch commits. The table is inside the
+//! ADR domain; a crash writes undo records back after the WPQ and discards delay records. A
+//! counting Bloom filter remembers NACKed lines (§V-F).
+
+use crate::mem::nvm::LineData;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordKind {
+    Undo,
+    Delay,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Record {
+    pub kind: RecordKind,
+    pub line: u64,
+    pub core: u16,
+    pub epoch: u64,
+    /// Undo: the safe contents (all 8 words once the read returns). Delay: the early write.
+    pub data: LineData,
+    /// Undo: words memory holds speculatively.
+    pub spec: u8,
+    /// Undo: the PM read of the old contents has not returned yet.
+    pub reading: bool,
+    /// Undo: words updated by safe writes while the read was outstanding (keep them).
+    pub fresh: u8,
+    /// Undo: the speculative write waiting for the read.
+    pub pending_write: Option<LineData>,
+    /// The PB entry to acknowledge when the speculative write is accepted.
+    pub ack_entry: u64,
+}
+
+pub struct RecoveryTable {
+    pub records: Vec<Record>,
+    pub cap: usize,
+    pub max_occupancy: usize,
+    bloom: Vec<u8>,
+}
+
+impl RecoveryTable {
+    pub fn new(cap: usize, bloom_counters: usize) -> RecoveryTable {
+        RecoveryTable { records: Vec::with_capacity(cap), cap, max_occupancy: 0, bloom: vec![0; bloom_counters.max(1)] }
+    }
+
+    pub fn full(&self) -> bool {
+        self.records.len() >= self.cap
+    }
+
+    pub fn push(&mut self, r: Record) {
+        self.records.push(r);
+        self.max_occupancy = self.max_occupancy.max(self.records.len());
+    }
+
+    pub fn undo_for(&mut self, line: u64) -> Option<&mut Record> {
+        self.records.iter_mut().find(|r| r.kind == RecordKind::Undo && r.line == line)
+    }
+
+    pub fn has_undo(&self, line: u64) -> bool {
+        self.records.iter().any(|r| r.kind == RecordKind::Undo && r.line == line)
+    }
+
+    fn hashes(&self, line: u64) -> [usize; 2] {
+        let n = self.bloom.len() as u64;
+        let h = (line >> 6).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        [(h % n) as usize, ((h >> 32) % n) as usize]
+    }
+
+    pub fn bloom_insert(&mut self, line: u64) {
+        for i in self.hashes(line) {
+            self.bloom[i] = self.bloom[i].saturating_add(1);
+        }
+    }
+
+    pub fn bloom_remove(&mut self, line: u64) {
+        if self.bloom_contains(line) {
+            for i in self.hashes(line) {
+                self.bloom[i] = self.bloom[i].saturating_sub(1);
+            }
+        }
+    }
+
+    pub fn bloom_contains(&self, line: u64) -> bool {
+        self.hashes(line).iter().all(|&i| self.bloom[i] > 0)
+    }
+}
