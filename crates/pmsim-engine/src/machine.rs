@@ -17,6 +17,15 @@ use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+/// One entry of the optional event log (what a design did, for tests and debugging).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub time: u64,
+    pub core: u16,
+    pub what: &'static str,
+    pub line: u64,
+}
+
 /// A design's own event: what `tag` and `arg` mean is the design's business.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DesignEv {
@@ -101,8 +110,11 @@ pub struct SbEntry {
     /// Sync ordinal (release/rmw).
     pub aux: u32,
     pub has_value: bool,
-    /// When its read-for-ownership completes (u64::MAX: not issued yet).
+    /// When the head may proceed: the store's prefetch has brought the line, or (once
+    /// performed) the ownership grant has completed.
     pub ready_at: u64,
+    /// The store has performed (visible); it retires at `ready_at`.
+    pub performed: bool,
     pub value: [u8; 64],
 }
 
@@ -170,6 +182,8 @@ pub struct Machine {
     /// Waiters on sync ordinals: (address, ordinal) -> (core, is_drain).
     pub sync_waiters: FxHashMap<(u64, u32), (usize, bool)>,
     pub record: Option<RunRecord>,
+    /// Design actions, when enabled (`Simulator::enable_log`).
+    pub log: Option<Vec<Note>>,
     /// Keep word values and identities (coherent memory, NVM). Timing never depends on them, so
     /// timing-only runs turn this off; crash checking and recovery turn it on.
     pub track_data: bool,
@@ -221,12 +235,21 @@ impl Machine {
             sync_waiters: FxHashMap::default(),
             record: if record { Some(RunRecord::default()) } else { None },
             track_data: true,
+            log: None,
             persist_version: 0,
             hop_ps: ns(cfg.noc.hop_ns),
             writeback_ps: ns(cfg.noc.writeback_ns),
             cycle_ps: cfg.cycle_ps(),
             mc_accepted: Vec::new(),
             events_processed: 0,
+        }
+    }
+
+    /// Logs a design action if the log is enabled.
+    #[inline]
+    pub fn note(&mut self, what: &'static str, core: usize, line: u64) {
+        if let Some(l) = &mut self.log {
+            l.push(Note { time: self.now, core: core as u16, what, line });
         }
     }
 

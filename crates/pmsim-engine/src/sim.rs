@@ -76,6 +76,11 @@ impl Simulator {
         Ok(Simulator { m, design, cursors, ppi_milli, last_progress: 0, watchdog_ps, threads, labels })
     }
 
+    /// Keeps a log of design actions (flushes, ACKs, undo/delay records, commits).
+    pub fn enable_log(&mut self) {
+        self.m.log = Some(Vec::new());
+    }
+
     /// Runs to the end: every thread retired and every persist completed.
     pub fn run(&mut self) -> Result<(), SimError> {
         self.run_until(u64::MAX)?;
@@ -260,10 +265,9 @@ impl Simulator {
         }
         let seq = core.next_seq;
         core.next_seq += 1;
-        // Stores issue their read-for-ownership as they enter the buffer (store prefetching),
-        // so misses overlap; they still perform (become visible) in order at the head.
-        let ready_at =
-            if matches!(ev.kind, Kind::Store | Kind::NtStore) { self.rfo(c, ev.kind, ev.addr) } else { u64::MAX };
+        // Stores prefetch their line as they enter the buffer, so misses overlap; ownership is
+        // granted, and the store performs, in order at the head.
+        let ready_at = if ev.kind == Kind::Store { self.prefetch(c, ev.addr) } else { 0 };
         let core = &mut self.m.cores[c];
         core.sb.push_back(SbEntry {
             seq,
@@ -274,6 +278,7 @@ impl Simulator {
             aux: ev.aux,
             has_value: ev.has_value,
             ready_at,
+            performed: false,
             value: *value,
         });
         if !core.drain_scheduled && core.sb.len() == 1 {
@@ -376,13 +381,21 @@ impl Simulator {
             return crate::config::ns(self.m.cfg.l1.latency_ns);
         }
         let line = addr & !(LINE_BYTES - 1);
-        let acc = self.m.hier.load(c, line);
+        let now = self.m.now;
+        let acc = self.m.hier.load(c, line, now);
+        let lat = self.finish_access(line, acc);
+        self.dispatch_side_effects(c);
+        lat
+    }
+
+    /// Adds the memory read an access needs, recording when the fill lands.
+    fn finish_access(&mut self, line: u64, acc: crate::mem::hierarchy::Access) -> u64 {
         let mut lat = acc.latency;
         if acc.mem_read {
             let now = self.m.now;
             lat += self.mem_read(line, now + acc.latency);
+            self.m.hier.set_ready(line, now + lat);
         }
-        self.dispatch_side_effects(c);
         lat
     }
 
@@ -425,62 +438,89 @@ impl Simulator {
         releaser
     }
 
-    /// Issues the read-for-ownership of a store to `addr` now; returns when it completes.
-    fn rfo(&mut self, c: usize, kind: Kind, addr: u64) -> u64 {
+    /// The store buffer's prefetch of a store's line; returns when the line is there.
+    fn prefetch(&mut self, c: usize, addr: u64) -> u64 {
         let line = addr & !(LINE_BYTES - 1);
-        let acc = if kind == Kind::NtStore { self.m.hier.nt_store(c, line) } else { self.m.hier.store(c, line) };
-        let mut lat = acc.latency;
-        if acc.mem_read {
-            let now = self.m.now;
-            lat += self.mem_read(line, now + acc.latency);
-        }
+        let now = self.m.now;
+        let acc = self.m.hier.prefetch(c, line, now);
+        let lat = self.finish_access(line, acc);
         self.dispatch_side_effects(c);
-        self.m.now + lat
+        now + lat
     }
 
-    /// Issues the head's read-for-ownership (sync stores issue theirs only at the head) and
-    /// schedules the drain for when it completes.
-    fn start_store(&mut self, c: usize, kind: Kind, addr: u64) {
-        let t = self.rfo(c, kind, addr);
-        let core = &mut self.m.cores[c];
-        if let Some(h) = core.sb.front_mut() {
-            h.ready_at = t;
+    /// Grants ownership of the head's line and performs it (store, non-temporal store, release or
+    /// rmw write): conflicts reach the design first, so the store lands in the epoch they open.
+    /// Returns how long the grant occupies the head.
+    fn perform_head(&mut self, c: usize, head: &SbEntry) -> u64 {
+        let line = head.addr & !(LINE_BYTES - 1);
+        let now = self.m.now;
+        let acc =
+            if head.kind == Kind::NtStore { self.m.hier.nt_store(c, line) } else { self.m.hier.store(c, line, now) };
+        let lat = self.finish_access(line, acc);
+        self.dispatch_side_effects(c);
+        if head.kind == Kind::Rmw {
+            self.m.record_load(c, head.gid, head.addr, head.size);
         }
-        core.drain_scheduled = true;
-        self.m.schedule(t, Ev::Drain(c as u16));
+        let data = self.m.perform_store_words(c, head);
+        if self.m.is_pm(head.addr) {
+            self.m.cores[c].stats.pm_stores += 1;
+            let st =
+                PmStore { gid: head.gid, data, nontemporal: head.kind == Kind::NtStore, sync: head.kind.is_sync() };
+            self.design.on_store(&mut self.m, c, &st);
+        }
+        lat
     }
 
-    /// Waits for the head's RFO if it has not completed; true if the drain must return.
-    fn wait_ready(&mut self, c: usize, ready_at: u64) -> bool {
-        if ready_at > self.m.now {
+    /// Schedules the drain at `t` if the head must wait until then; true if it must.
+    fn wait_until(&mut self, c: usize, t: u64) -> bool {
+        if t > self.m.now {
             self.m.cores[c].drain_scheduled = true;
-            self.m.schedule(ready_at, Ev::Drain(c as u16));
+            self.m.schedule(t, Ev::Drain(c as u16));
             return true;
         }
         false
     }
 
+    /// Marks the head performed; it retires now if the grant was a hit, else when it completes.
+    /// Returns true if the drain must return (waiting for the grant).
+    fn performed(&mut self, c: usize, lat: u64) -> bool {
+        let hit = crate::config::ns(self.m.cfg.l1.latency_ns);
+        if lat <= hit {
+            return false;
+        }
+        let t = self.m.now + lat;
+        if let Some(h) = self.m.cores[c].sb.front_mut() {
+            h.performed = true;
+            h.ready_at = t;
+        }
+        self.wait_until(c, t)
+    }
+
     fn drain(&mut self, c: usize) {
         self.m.cores[c].drain_scheduled = false;
         while let Some(head) = self.m.cores[c].sb.front().copied() {
+            if head.performed {
+                if self.wait_until(c, head.ready_at) {
+                    return;
+                }
+                self.retire(c, head.seq);
+                continue;
+            }
             let done = self.m.cores[c].head_done;
             match head.kind {
                 Kind::Store | Kind::NtStore => {
-                    if self.wait_ready(c, head.ready_at) {
+                    if self.wait_until(c, head.ready_at) {
                         return;
                     }
-                    let pm = self.m.is_pm(head.addr);
-                    if pm {
+                    if self.m.is_pm(head.addr) {
                         if let Err(cause) = self.design.admit_store(&mut self.m, c, head.addr & !(LINE_BYTES - 1)) {
                             self.m.cores[c].drain_stall = Some(cause);
                             return;
                         }
                     }
-                    let data = self.m.perform_store_words(c, &head);
-                    if pm {
-                        self.m.cores[c].stats.pm_stores += 1;
-                        let st = PmStore { gid: head.gid, data, nontemporal: head.kind == Kind::NtStore, sync: false };
-                        self.design.on_store(&mut self.m, c, &st);
+                    let lat = self.perform_head(c, &head);
+                    if self.performed(c, lat) {
+                        return;
                     }
                 }
                 Kind::Ofence
@@ -520,33 +560,20 @@ impl Simulator {
                         }
                         self.m.cores[c].head_done = true;
                     }
-                    if head.ready_at == u64::MAX {
-                        self.start_store(c, head.kind, head.addr);
-                        return;
-                    }
-                    if self.wait_ready(c, head.ready_at) {
-                        return;
-                    }
-                    let pm = self.m.is_pm(head.addr);
-                    if pm {
+                    if self.m.is_pm(head.addr) {
                         if let Err(cause) = self.design.admit_store(&mut self.m, c, head.addr & !(LINE_BYTES - 1)) {
                             self.m.cores[c].drain_stall = Some(cause);
                             return;
                         }
                     }
-                    if head.kind == Kind::Rmw {
-                        self.m.record_load(c, head.gid, head.addr, head.size);
-                    }
-                    let data = self.m.perform_store_words(c, &head);
-                    if pm {
-                        self.m.cores[c].stats.pm_stores += 1;
-                        let st = PmStore { gid: head.gid, data, nontemporal: false, sync: true };
-                        self.design.on_store(&mut self.m, c, &st);
-                    }
+                    let lat = self.perform_head(c, &head);
                     let releaser = self.sync_performed(head.addr, head.gid, c, true);
                     self.design.on_released(&mut self.m, c);
                     if head.kind == Kind::Rmw {
                         self.design.on_acquire(&mut self.m, c, releaser);
+                    }
+                    if self.performed(c, lat) {
+                        return;
                     }
                 }
                 _ => {}

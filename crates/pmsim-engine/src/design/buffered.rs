@@ -230,7 +230,8 @@ impl Buffered {
         if cur.stores == 0 {
             return true;
         }
-        if core.et.len() >= self.et_cap {
+        // The table holds the closed, uncommitted epochs; the open one is the core's register.
+        if core.et.len() > self.et_cap {
             if !forced {
                 return false;
             }
@@ -327,6 +328,7 @@ impl Buffered {
                 let e = &mut core.pb.entries[i];
                 e.state = EntryState::InFlight { early };
                 let pkt = Packet { core: c as u16, entry: e.id, epoch: e.epoch, early, data: e.data };
+                m.note(if early { "flush-early" } else { "flush" }, c, pkt.data.line);
                 if early {
                     self.c.early += 1;
                     let mc = m.mc_of(pkt.data.line);
@@ -365,6 +367,7 @@ impl Buffered {
         let core = &mut self.cores[c];
         let Some(e) = core.pb.remove(m.now, entry) else { return };
         m.persist_version += 1;
+        m.note("ack", c, e.data.line);
         if let Some(ep) = core.et.iter_mut().find(|x| x.ts == e.epoch) {
             ep.pending -= 1;
         }
@@ -380,6 +383,7 @@ impl Buffered {
 
     fn on_nack(&mut self, m: &mut Machine, c: usize, entry: u64) {
         self.c.nacks += 1;
+        m.note("nack", c, 0);
         let core = &mut self.cores[c];
         if let Some(e) = core.pb.get_mut(entry) {
             e.state = EntryState::Queued;
@@ -426,7 +430,7 @@ impl Buffered {
             }
         }
         if let Some(FenceWait::EtSpace(_)) = core.fence {
-            if core.et.len() < self.et_cap {
+            if core.et.len() <= self.et_cap {
                 core.fence = None;
                 m.sb_head_done(c);
                 // The fence's new epoch opens when it retires: approximated by closing now.
@@ -441,6 +445,7 @@ impl Buffered {
         let core = &mut self.cores[c];
         let Some(e) = core.et.pop_front() else { return };
         core.committed_upto = e.ts;
+        m.note("commit", c, e.ts);
         if core.et.is_empty() {
             let ts = core.next_ts;
             core.next_ts += 1;
@@ -556,6 +561,7 @@ impl Buffered {
                     ack_entry: p.entry,
                 });
                 self.c.delay += 1;
+                m.note("delay", p.core as usize, p.data.line);
             }
             m.persist_version += 1;
             m.schedule_design(m.now + m.hop_ps, ack);
@@ -580,6 +586,7 @@ impl Buffered {
         });
         self.c.undo += 1;
         self.c.pm_undo_reads += 1;
+        m.note("undo", p.core as usize, p.data.line);
         m.mc_read_local(mc, p.data.line, Self::ev(UNDO_READ, p.core as usize, ((mc as u64) << 58) | p.data.line));
     }
 

@@ -23,11 +23,13 @@ pub struct DirEntry {
     pub readers: u64,
     /// Some cache holds the line dirty (newer than memory).
     pub dirty: bool,
+    /// When the line's data is on chip (a fill from memory in progress until then).
+    pub ready_at: u64,
 }
 
 impl Default for DirEntry {
     fn default() -> Self {
-        DirEntry { owner: NO_CORE, sharers: 0, last_writer: NO_CORE, readers: 0, dirty: false }
+        DirEntry { owner: NO_CORE, sharers: 0, last_writer: NO_CORE, readers: 0, dirty: false, ready_at: 0 }
     }
 }
 

@@ -100,8 +100,25 @@ impl Hierarchy {
         }
     }
 
-    /// A load by `core`. Conflicts with other cores' writes land in `self.conflicts`.
-    pub fn load(&mut self, core: usize, line: u64) -> Access {
+    /// A load by `core` at `now`. Conflicts with other cores' writes land in `self.conflicts`.
+    pub fn load(&mut self, core: usize, line: u64, now: u64) -> Access {
+        self.read(core, line, now, true)
+    }
+
+    /// The store buffer's read-for-ownership prefetch: brings the line into `core`'s caches
+    /// (exclusive if nobody else holds it) without performing anything, so it detects no
+    /// conflicts; ownership is granted when the store reaches the head (`store`).
+    pub fn prefetch(&mut self, core: usize, line: u64, now: u64) -> Access {
+        self.read(core, line, now, false)
+    }
+
+    /// Records when a fill from memory brings `line` on chip.
+    pub fn set_ready(&mut self, line: u64, t: u64) {
+        let e = self.dir.entry(line);
+        e.ready_at = e.ready_at.max(t);
+    }
+
+    fn read(&mut self, core: usize, line: u64, now: u64, performs: bool) -> Access {
         self.conflicts.clear();
         let mut lat = self.l1_ps;
         if self.l1[core].access(line) {
@@ -119,7 +136,11 @@ impl Hierarchy {
         lat += self.llc_ps;
         let in_llc = self.llc.access(line);
         let e: DirEntry = *self.dir.entry(line);
-        Directory::load_conflicts(&e, core, &mut self.conflicts, line);
+        if performs {
+            Directory::load_conflicts(&e, core, &mut self.conflicts, line);
+        }
+        // Data still being filled from memory arrives when it arrives.
+        lat = lat.max(e.ready_at.saturating_sub(now));
         let mut mem_read = false;
         let me = 1u64 << core;
         if e.owner != NO_CORE && e.owner as usize != core {
@@ -138,7 +159,9 @@ impl Hierarchy {
             }
             d.sharers |= me;
         }
-        self.dir.entry(line).readers |= 1u64 << core;
+        if performs {
+            self.dir.entry(line).readers |= 1u64 << core;
+        }
         if !in_llc {
             self.fill_llc(line);
         }
@@ -146,15 +169,17 @@ impl Hierarchy {
         Access { latency: lat, mem_read }
     }
 
-    /// A store (read-for-ownership) by `core`: the line ends up owned, dirty, last written by
-    /// `core`. Conflicts (RAW/WAW with the last writer, WAR with readers since) land in
+    /// A store by `core` at `now`, performing: ownership is granted now and the line ends up
+    /// owned, dirty, last written by `core`; the latency is how long the grant occupies the store
+    /// buffer's head. Conflicts (RAW/WAW with the last writer, WAR with readers since) land in
     /// `self.conflicts`.
-    pub fn store(&mut self, core: usize, line: u64) -> Access {
+    pub fn store(&mut self, core: usize, line: u64, now: u64) -> Access {
         self.conflicts.clear();
         let me = 1u64 << core;
         let e: DirEntry = *self.dir.entry(line);
         Directory::store_conflicts(&e, core, &mut self.conflicts, line);
         let mut lat = self.l1_ps;
+        lat = lat.max(e.ready_at.saturating_sub(now));
         let mut mem_read = false;
         let owned = e.owner as usize == core;
         if owned && self.l1[core].access(line) {

@@ -1,0 +1,209 @@
+//! Scenario tests of the persist-buffer designs, written as text traces (ASAP paper §III–VI).
+
+use pmsim_engine::machine::{DesignEv, Machine, Note};
+use pmsim_engine::{design, simulator, Config, RunStats, Simulator};
+use pmsim_trace::text::parse_str;
+use std::sync::Arc;
+
+fn sim(src: &str, design: &str, cfg: &Config) -> Simulator {
+    let t = Arc::new(parse_str("test.trace", src).unwrap());
+    let mut s = simulator(&t, cfg, design, true, false).unwrap();
+    s.enable_log();
+    s.run().unwrap();
+    s
+}
+
+fn notes<'a>(s: &'a Simulator, what: &'a str, line: u64) -> impl Iterator<Item = &'a Note> + 'a {
+    s.m.log.as_ref().unwrap().iter().filter(move |n| n.what.starts_with(what) && n.line == line)
+}
+
+const X: u64 = 0x1_0000_0000; // MC 0
+const Y: u64 = 0x1_0000_1000; // MC 1 (4 KiB interleaving)
+
+/// Fig 1: epoch 2 (to MC 1) waits for epoch 1's ACK (from MC 0) under conservative flushing,
+/// and is flushed before it under eager flushing.
+#[test]
+fn fig1_eager_flushing_overlaps_epochs_across_mcs() {
+    let src = format!("# pmsim trace v1\nthreads 1\nT0 store {X:#x} 8 1\nT0 ofence\nT0 store {Y:#x} 8 2\nT0 dfence\n");
+    for (d, eager) in [("asap-ep", true), ("asap-rp", true), ("hops-ep", false), ("hops-rp", false)] {
+        let s = sim(&src, d, &Config::default());
+        let ack_x = notes(&s, "ack", X).next().unwrap().time;
+        let flush_y = notes(&s, "flush", Y).next().unwrap();
+        if eager {
+            assert!(flush_y.time < ack_x, "{d}: epoch 2 flushed at {} before epoch 1's ACK at {ack_x}", flush_y.time);
+            assert_eq!(flush_y.what, "flush-early", "{d}");
+        } else {
+            assert!(flush_y.time >= ack_x, "{d}: epoch 2 flushed at {} before epoch 1's ACK at {ack_x}", flush_y.time);
+        }
+        assert_eq!(s.m.nvm.get(Y).unwrap().data, 2, "{d}");
+        assert_eq!(s.m.nvm.get(X).unwrap().data, 1, "{d}");
+    }
+}
+
+/// Fig 5: three threads write one address under epoch persistency. An early flush finds no undo
+/// record and creates one (memory updated speculatively); a later-arriving early flush finds it
+/// and is delayed; commits apply them in dependency order and NVM ends with the value of the
+/// last store in coherence order (in this run T0, T2, T1: A=3 arrives before A=2, as in Fig 5).
+#[test]
+fn fig5_write_collision_uses_undo_and_delay_records() {
+    let src = format!(
+        "# pmsim trace v1\nthreads 3\nT0 store {X:#x} 8 1\nT1 store {X:#x} 8 2\nT2 store {X:#x} 8 3\nT0 dfence\nT1 dfence\nT2 dfence\n"
+    );
+    let s = sim(&src, "asap-ep", &Config::default());
+    let undo: Vec<&Note> = notes(&s, "undo", X).collect();
+    let delay: Vec<&Note> = notes(&s, "delay", X).collect();
+    assert!(!undo.is_empty(), "an early flush to A created an undo record");
+    assert!(!delay.is_empty(), "a colliding early flush created a delay record");
+    assert!(delay[0].time > undo[0].time);
+    // The last store to A in coherence order is what NVM must hold.
+    let last =
+        s.m.record
+            .as_ref()
+            .unwrap()
+            .accesses
+            .iter()
+            .rev()
+            .find(|a| a.word == X && a.kind == pmsim_trace::Access::Store)
+            .unwrap();
+    let w = s.m.nvm.get(X).unwrap();
+    assert_eq!(w.id, last.gid);
+    // Thread k wrote k+1 and its store is gid k.
+    assert_eq!(w.data, last.gid + 1);
+    let st = RunStats::collect(&s);
+    assert!(st.design_stats["undo_records"] >= 1.0 && st.design_stats["delay_records"] >= 1.0);
+}
+
+fn final_nvm(
+    w: &str,
+    design: &str,
+    cfg: &Config,
+    params: &[(&str, &str)],
+) -> (Vec<(u64, pmsim_trace::WordVal)>, RunStats) {
+    let mut p = std::collections::BTreeMap::new();
+    for (k, v) in params {
+        p.insert(k.to_string(), v.to_string());
+    }
+    let t = Arc::new(pmsim_workloads::generate(w, &p).unwrap().trace);
+    let mut s = simulator(&t, cfg, design, true, false).unwrap();
+    s.run().unwrap();
+    let mut words: Vec<_> = s.m.nvm.words().collect();
+    words.sort_unstable_by_key(|x| x.0);
+    (words, RunStats::collect(&s))
+}
+
+/// §V-D: a recovery table of one record NACKs early flushes; the PB falls back to safe flushes and
+/// the run completes with the same NVM contents.
+#[test]
+fn tiny_recovery_table_nacks_and_still_completes() {
+    for d in ["asap-ep", "asap-rp"] {
+        let params = [("threads", "4"), ("ops", "150")];
+        let (full, a) = final_nvm("dash-eh", d, &Config::default(), &params);
+        let mut tiny = Config::default();
+        tiny.rt.entries = 1;
+        let (small, b) = final_nvm("dash-eh", d, &tiny, &params);
+        assert!(b.design_stats["nacks"] > 0.0, "{d}: no NACKs with a 1-record table");
+        assert_eq!(a.design_stats["nacks"], 0.0, "{d}: NACKs with the default table");
+        assert!(b.design_stats["rt_occupancy_max"] <= 1.0);
+        assert_eq!(full, small, "{d}: final NVM differs");
+    }
+}
+
+/// §VI-A: forward progress with the smallest buffers, every workload, 8 threads.
+#[test]
+fn forward_progress_with_tiny_buffers() {
+    for w in pmsim_workloads::names() {
+        for d in ["asap-ep", "asap-rp", "hops-ep", "hops-rp", "bbb"] {
+            for size in [1usize, 2] {
+                let mut c = Config::default();
+                c.pb.entries = size;
+                c.et.entries = size;
+                c.rt.entries = size;
+                let mut p = std::collections::BTreeMap::new();
+                p.insert("threads".to_string(), "8".to_string());
+                p.insert("ops".to_string(), "25".to_string());
+                let t = Arc::new(pmsim_workloads::generate(w, &p).unwrap().trace);
+                let mut s = simulator(&t, &c, d, false, false).unwrap();
+                if let Err(e) = s.run() {
+                    panic!("{w} under {d} with buffers of {size}: {e}");
+                }
+                let st = RunStats::collect(&s);
+                assert_eq!(st.events as usize, t.num_events(), "{w} {d} {size}");
+            }
+        }
+    }
+}
+
+/// A design that never completes a dfence: the watchdog reports the stuck core instead of hanging.
+struct NeverDurable;
+
+impl design::Design for NeverDurable {
+    fn name(&self) -> &'static str {
+        "never-durable"
+    }
+    fn promise(&self) -> design::Promise {
+        design::Promise::Ep
+    }
+    fn fence_blocks_core(&self, k: pmsim_trace::Kind) -> bool {
+        k == pmsim_trace::Kind::Dfence
+    }
+    fn on_store(&mut self, _m: &mut Machine, _c: usize, _s: &design::PmStore) {}
+    fn on_fence(&mut self, _m: &mut Machine, _c: usize, k: pmsim_trace::Kind, _g: u64) -> design::Step {
+        if k == pmsim_trace::Kind::Dfence {
+            design::Step::Wait(pmsim_engine::machine::StallCause::Dfence)
+        } else {
+            design::Step::Done
+        }
+    }
+    fn on_flush(&mut self, _m: &mut Machine, _c: usize, _k: pmsim_trace::Kind, _l: u64) -> design::Step {
+        design::Step::Done
+    }
+    fn on_llc_evict(&mut self, _m: &mut Machine, _l: u64, _d: bool) {}
+    fn on_event(&mut self, _m: &mut Machine, _e: DesignEv) {}
+    fn busy(&self, _m: &Machine) -> bool {
+        false
+    }
+    fn crash_writes(&self, _m: &Machine, _o: &mut Vec<pmsim_engine::mem::nvm::LineData>) {}
+    fn stats(&self, _m: &Machine, _o: &mut design::DesignStats) {}
+    fn describe_core(&self, c: usize) -> String {
+        format!("never-durable core {c} holds its dfence")
+    }
+}
+
+#[test]
+fn watchdog_reports_a_stuck_core() {
+    let t = Arc::new(
+        parse_str("t", &format!("# pmsim trace v1\nthreads 2\nT0 store {X:#x} 8 1\nT0 dfence\nT1 compute 10\n"))
+            .unwrap(),
+    );
+    let mut s = Simulator::new(
+        &Config::default(),
+        Box::new(NeverDurable),
+        t.pm.clone(),
+        pmsim_trace::VecSource::all(&t),
+        vec![],
+        false,
+    )
+    .unwrap();
+    let e = s.run().unwrap_err().to_string();
+    assert!(
+        e.contains("stuck") && e.contains("core 0") && e.contains("dfence") && e.contains("holds its dfence"),
+        "{e}"
+    );
+    assert!(!e.contains("core 1"), "core 1 finished: {e}");
+}
+
+/// Fig 13: one thread of ordered 256 B writes alternating across two MCs. Eager flushing keeps
+/// both MCs busy; conservative flushing waits one round trip per block.
+#[test]
+fn fig13_eager_flushing_uses_both_mcs() {
+    let run = |d: &str| final_nvm("bandwidth", d, &Config::default(), &[("threads", "1"), ("ops", "1500")]).1;
+    let (hops, asap) = (run("hops-rp"), run("asap-rp"));
+    let speedup = hops.sim_time_ns / asap.sim_time_ns;
+    assert!(speedup > 1.3, "ASAP {speedup:.2}x HOPS");
+    let bw = |s: &RunStats| s.mcs.iter().map(|m| m.write_bandwidth_gbps).sum::<f64>();
+    let media = 2.0 * Config::default().pm.write_gbps;
+    assert!(bw(&asap) > 0.9 * media, "ASAP reaches the media bandwidth: {:.2} of {media}", bw(&asap));
+    assert!(bw(&hops) < 0.75 * media, "HOPS leaves bandwidth unused: {:.2} of {media}", bw(&hops));
+    assert!(asap.design_stats["early_flushes"] > 0.5 * asap.pm_stores as f64 / 4.0);
+    assert!(hops.design_stats["flush_stall_pct"] > 50.0);
+}
