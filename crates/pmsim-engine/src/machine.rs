@@ -182,6 +182,8 @@ pub struct Machine {
     /// Waiters on sync ordinals: (address, ordinal) -> (core, is_drain).
     pub sync_waiters: FxHashMap<(u64, u32), (usize, bool)>,
     pub record: Option<RunRecord>,
+    /// NVM lines written since the crash-image tracker last looked (only while tracking data).
+    pub nvm_written: Vec<u64>,
     /// Design actions, when enabled (`Simulator::enable_log`).
     pub log: Option<Vec<Note>>,
     /// Keep word values and identities (coherent memory, NVM). Timing never depends on them, so
@@ -235,6 +237,7 @@ impl Machine {
             sync_waiters: FxHashMap::default(),
             record: if record { Some(RunRecord::default()) } else { None },
             track_data: true,
+            nvm_written: Vec::new(),
             log: None,
             persist_version: 0,
             hop_ps: ns(cfg.noc.hop_ns),
@@ -317,7 +320,14 @@ impl Machine {
     /// Handles `Ev::McDone`.
     pub fn mc_complete(&mut self, mc: usize) {
         let mut acc = std::mem::take(&mut self.mc_accepted);
+        let before = self.mcs[mc].stats.pm_writes;
+        let head = self.mcs[mc].wpq.front().map(|e| e.data.line);
         self.mcs[mc].complete(self.now, if self.track_data { Some(&mut self.nvm) } else { None }, &mut acc);
+        if self.track_data && self.mcs[mc].stats.pm_writes > before {
+            if let Some(l) = head {
+                self.nvm_written.push(l);
+            }
+        }
         self.persist_version += 1;
         for &(reply, done) in &acc {
             self.schedule(done, Ev::McDone(mc as u16));

@@ -1,0 +1,524 @@
+//! The persist-order graph of one run under one model (DESIGN.md §6).
+//!
+//! Nodes are the trace's memory events that the record shows performed (stores, loads,
+//! acquires, releases, rmws; loads are left out under RP, where they order nothing across
+//! threads). Barrier order is *implicit*: each node carries its thread and epoch, and every node
+//! precedes every node of a later epoch of its thread (under strict persistency every access is
+//! its own epoch). All other edges are explicit and transitively reduced where that is exact:
+//! - SPA: each store to a word follows the previous store performed on that word;
+//! - conflict (EP, strict): a load follows the latest earlier store to its word by another
+//!   thread; a store follows every load of another thread performed since that thread's last
+//!   such edge (write-after-read);
+//! - RP: release → the acquire/rmw that synchronises with it (sync), stores → a later release of
+//!   the same epoch (release rule), acquire → later stores of the same epoch (acquire rule).
+//!
+//! An event is performed when all of its record entries are (a store when all its words are).
+
+use crate::error::CheckError;
+use crate::model::Model;
+use crate::verdict::EdgeRule;
+use pmsim_trace::{Access, Kind, RunRecord, Trace, WordAccess, WORD_BYTES};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+pub(crate) type NodeId = u32;
+
+/// (from, to, rule).
+type Edge = (NodeId, NodeId, EdgeRule);
+
+#[derive(Clone, Debug)]
+pub(crate) struct Node {
+    pub gid: u64,
+    pub thread: u16,
+    /// Index in the thread's program order (over all events).
+    pub prog: u32,
+    pub epoch: u32,
+    pub kind: Kind,
+    /// When the event is performed (all its record entries); `u64::MAX` if never.
+    pub time: u64,
+    pub is_store: bool,
+    /// Acts as an acquire (acquire, rmw) for RP's acquire rule and sync edges.
+    pub acq: bool,
+    /// Acts as a release (release, rmw) for RP's release rule and sync edges.
+    pub rel: bool,
+    /// A store to persistent memory: the only nodes whose durability is ever required.
+    pub pm: bool,
+}
+
+/// A completed dfence: stores of `thread` in epochs `< boundary` must be durable after `time`.
+#[derive(Clone, Debug)]
+pub(crate) struct Dfence {
+    pub gid: u64,
+    pub thread: u16,
+    pub time: u64,
+    pub boundary: u32,
+    /// Latest perform time of the PM stores it covers (`u64::MAX` if one never performs).
+    pub ready: u64,
+}
+
+pub(crate) struct Graph {
+    pub model: Model,
+    pub threads: usize,
+    pub nodes: Vec<Node>,
+    pub gid_node: FxHashMap<u64, NodeId>,
+    /// Word addresses by word index, and the reverse map.
+    pub words: Vec<u64>,
+    pub word_idx: FxHashMap<u64, u32>,
+    /// Stores per word in the order performed (coherence order): position = index.
+    pub word_stores: Vec<Vec<NodeId>>,
+    /// Per store node, its (word index, position) pairs (CSR).
+    sw_start: Vec<u32>,
+    sw: Vec<(u32, u32)>,
+    out_start: Vec<u32>,
+    out: Vec<(NodeId, EdgeRule)>,
+    in_start: Vec<u32>,
+    inn: Vec<(NodeId, EdgeRule)>,
+    /// Per thread: nodes in program order, and the start of each epoch in that list.
+    pub thread_nodes: Vec<Vec<NodeId>>,
+    pub epoch_start: Vec<Vec<u32>>,
+    /// Nodes that are performed at some time, in processing order (time, then gid).
+    pub order: Vec<NodeId>,
+    /// Completed dfences sorted by completion time.
+    pub dfences: Vec<Dfence>,
+}
+
+fn words_of(addr: u64, size: u8) -> impl Iterator<Item = u64> {
+    let end = addr + size.max(1) as u64;
+    (addr & !(WORD_BYTES - 1)..end).step_by(WORD_BYTES as usize)
+}
+
+fn is_node_kind(k: Kind, model: Model) -> bool {
+    match k {
+        Kind::Load => model.conflicts(),
+        Kind::Store | Kind::NtStore | Kind::Rmw | Kind::Acquire | Kind::Release => true,
+        _ => false,
+    }
+}
+
+struct Ev {
+    thread: usize,
+    kind: Kind,
+    addr: u64,
+    size: u8,
+}
+
+impl Graph {
+    pub fn build(trace: &Trace, record: &RunRecord, model: Model) -> Result<Graph, CheckError> {
+        let threads = trace.num_threads();
+        if threads > u16::MAX as usize {
+            return Err(CheckError::TooManyThreads(threads));
+        }
+        // 1. Events and epochs.
+        let mut evs: FxHashMap<u64, Ev> = FxHashMap::default();
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut gid_node: FxHashMap<u64, NodeId> = FxHashMap::default();
+        let mut acq_half: FxHashMap<u64, NodeId> = FxHashMap::default();
+        let mut thread_nodes = vec![Vec::new(); threads];
+        let mut epoch_start: Vec<Vec<u32>> = vec![vec![0]; threads];
+        let mut dfence_boundary: FxHashMap<u64, (u16, u32, usize)> = FxHashMap::default();
+        for (t, s) in trace.threads.iter().enumerate() {
+            let mut epoch = 0u32;
+            // Every barrier opens a new epoch index, even when the epoch it closes is empty.
+            let new_epoch = |epoch: &mut u32, starts: &mut Vec<u32>, len: usize| {
+                *epoch += 1;
+                starts.push(len as u32);
+            };
+            for (i, e) in s.events.iter().enumerate() {
+                if evs.insert(e.gid, Ev { thread: t, kind: e.kind, addr: e.addr, size: e.size }).is_some() {
+                    return Err(CheckError::DuplicateGid { gid: e.gid });
+                }
+                if is_node_kind(e.kind, model) {
+                    let acq = matches!(e.kind, Kind::Acquire | Kind::Rmw);
+                    let rel = matches!(e.kind, Kind::Release | Kind::Rmw);
+                    let base = Node {
+                        gid: e.gid,
+                        thread: t as u16,
+                        prog: i as u32,
+                        epoch,
+                        kind: e.kind,
+                        time: u64::MAX,
+                        is_store: e.kind.writes(),
+                        acq,
+                        rel,
+                        pm: e.kind.writes() && trace.is_pm(e.addr),
+                    };
+                    if model == Model::Rp && e.kind == Kind::Rmw {
+                        // RP: an rmw's acquire half orders the releaser's stores before the
+                        // stores *after* it; its release half (the store) follows the stores
+                        // before it. Two nodes keep the rmw from fencing its own thread.
+                        let id = nodes.len() as NodeId;
+                        nodes.push(Node { is_store: false, pm: false, rel: false, ..base.clone() });
+                        acq_half.insert(e.gid, id);
+                        thread_nodes[t].push(id);
+                    }
+                    let id = nodes.len() as NodeId;
+                    let acq = acq && !acq_half.contains_key(&e.gid);
+                    nodes.push(Node { acq, ..base });
+                    gid_node.insert(e.gid, id);
+                    thread_nodes[t].push(id);
+                    if model == Model::Strict {
+                        new_epoch(&mut epoch, &mut epoch_start[t], thread_nodes[t].len());
+                    }
+                } else if e.kind.is_barrier() {
+                    new_epoch(&mut epoch, &mut epoch_start[t], thread_nodes[t].len());
+                    if e.kind == Kind::Dfence {
+                        dfence_boundary.insert(e.gid, (t as u16, epoch, i));
+                    }
+                }
+            }
+            epoch_start[t].push(thread_nodes[t].len() as u32); // sentinel end
+        }
+
+        // 2. Validate the record; gather word accesses (synthesising them for sync events the
+        //    record lists only in `syncs`).
+        let mut accesses: Vec<WordAccess> = Vec::with_capacity(record.accesses.len());
+        let mut has_access: FxHashSet<u64> = FxHashSet::default();
+        let mut seen_store: FxHashSet<(u64, u64)> = FxHashSet::default();
+        let mut prev = 0u64;
+        for (index, a) in record.accesses.iter().enumerate() {
+            let list = "accesses";
+            if a.time < prev {
+                return Err(CheckError::TimeNotMonotone { list, index, time: a.time, prev });
+            }
+            prev = a.time;
+            let ev = evs.get(&a.gid).ok_or(CheckError::UnknownGid { list, index, gid: a.gid })?;
+            if ev.thread != a.thread as usize {
+                return Err(CheckError::ThreadMismatch {
+                    list,
+                    index,
+                    gid: a.gid,
+                    trace_thread: ev.thread,
+                    record_thread: a.thread,
+                });
+            }
+            let (ok, what) = match a.kind {
+                Access::Store => (ev.kind.writes(), "a store access"),
+                Access::Load { .. } => (ev.kind.reads(), "a load access"),
+            };
+            if !ok {
+                return Err(CheckError::KindMismatch { list, index, gid: a.gid, kind: ev.kind.name(), what });
+            }
+            if !words_of(ev.addr, ev.size).any(|w| w == a.word) {
+                return Err(CheckError::WordOutside { index, gid: a.gid, word: a.word, addr: ev.addr, size: ev.size });
+            }
+            if a.kind == Access::Store && !seen_store.insert((a.gid, a.word)) {
+                return Err(CheckError::DuplicateStore { index, gid: a.gid, word: a.word });
+            }
+            has_access.insert(a.gid);
+            accesses.push(*a);
+        }
+        let mut sync_time: FxHashMap<u64, u64> = FxHashMap::default();
+        let mut synth: Vec<WordAccess> = Vec::new();
+        prev = 0;
+        for (index, s) in record.syncs.iter().enumerate() {
+            let list = "syncs";
+            if s.time < prev {
+                return Err(CheckError::TimeNotMonotone { list, index, time: s.time, prev });
+            }
+            prev = s.time;
+            let ev = evs.get(&s.gid).ok_or(CheckError::UnknownGid { list, index, gid: s.gid })?;
+            if !ev.kind.is_sync() {
+                return Err(CheckError::KindMismatch { list, index, gid: s.gid, kind: ev.kind.name(), what: "a sync" });
+            }
+            if ev.thread != s.thread as usize {
+                return Err(CheckError::ThreadMismatch {
+                    list,
+                    index,
+                    gid: s.gid,
+                    trace_thread: ev.thread,
+                    record_thread: s.thread,
+                });
+            }
+            if ev.addr != s.addr {
+                return Err(CheckError::SyncAddr { index, gid: s.gid, addr: s.addr, trace_addr: ev.addr });
+            }
+            sync_time.insert(s.gid, s.time);
+            if !has_access.contains(&s.gid) {
+                for w in words_of(ev.addr, ev.size) {
+                    if ev.kind.reads() {
+                        synth.push(WordAccess {
+                            time: s.time,
+                            gid: s.gid,
+                            thread: s.thread,
+                            word: w,
+                            kind: Access::Load { read: pmsim_trace::INITIAL_ID },
+                        });
+                    }
+                    if ev.kind.writes() {
+                        synth.push(WordAccess {
+                            time: s.time,
+                            gid: s.gid,
+                            thread: s.thread,
+                            word: w,
+                            kind: Access::Store,
+                        });
+                    }
+                }
+            }
+        }
+        if !synth.is_empty() {
+            accesses.extend(synth);
+            accesses.sort_by_key(|a| a.time); // stable: recorded order kept among equal times
+        }
+
+        // 3. Node times and store words.
+        let mut store_words_seen: FxHashMap<u64, usize> = FxHashMap::default();
+        for a in &accesses {
+            if let Some(&n) = gid_node.get(&a.gid) {
+                let node = &mut nodes[n as usize];
+                node.time = if node.time == u64::MAX { a.time } else { node.time.max(a.time) };
+                if a.kind == Access::Store {
+                    *store_words_seen.entry(a.gid).or_insert(0) += 1;
+                }
+            }
+        }
+        for (gid, &t) in &sync_time {
+            if let Some(&n) = gid_node.get(gid) {
+                let node = &mut nodes[n as usize];
+                node.time = if node.time == u64::MAX { t } else { node.time.max(t) };
+            }
+        }
+        for (&gid, &h) in &acq_half {
+            nodes[h as usize].time = nodes[gid_node[&gid] as usize].time;
+        }
+        for node in nodes.iter_mut() {
+            if node.is_store {
+                let ev = &evs[&node.gid];
+                let expected = words_of(ev.addr, ev.size).count();
+                if store_words_seen.get(&node.gid).copied().unwrap_or(0) != expected {
+                    node.time = u64::MAX; // some word never performed
+                }
+            }
+        }
+
+        // 4. Per-word coherence order and word edges.
+        let mut words: Vec<u64> = Vec::new();
+        let mut word_idx: FxHashMap<u64, u32> = FxHashMap::default();
+        let mut word_stores: Vec<Vec<NodeId>> = Vec::new();
+        let mut node_words: Vec<Vec<(u32, u32)>> = vec![Vec::new(); nodes.len()];
+        let mut edges: Vec<Edge> = Vec::new();
+        struct WordState {
+            last: Option<(NodeId, u16)>,
+            last_diff: Option<NodeId>,
+            pending: Vec<(u16, Vec<NodeId>)>,
+        }
+        let mut wstate: Vec<WordState> = Vec::new();
+        let conflicts = model.conflicts();
+        for a in &accesses {
+            let Some(&n) = gid_node.get(&a.gid) else { continue };
+            let wi = *word_idx.entry(a.word).or_insert_with(|| {
+                words.push(a.word);
+                word_stores.push(Vec::new());
+                wstate.push(WordState { last: None, last_diff: None, pending: Vec::new() });
+                (words.len() - 1) as u32
+            });
+            let ws = &mut wstate[wi as usize];
+            let th = a.thread;
+            match a.kind {
+                Access::Store => {
+                    let pos = word_stores[wi as usize].len() as u32;
+                    word_stores[wi as usize].push(n);
+                    node_words[n as usize].push((wi, pos));
+                    if let Some((p, pt)) = ws.last {
+                        if p != n {
+                            edges.push((p, n, EdgeRule::Spa));
+                        }
+                        if pt != th {
+                            ws.last_diff = Some(p);
+                        }
+                    }
+                    ws.last = Some((n, th));
+                    if conflicts {
+                        for (u, list) in ws.pending.iter_mut() {
+                            if *u != th {
+                                for &l in list.iter() {
+                                    if l != n {
+                                        edges.push((l, n, EdgeRule::Conflict));
+                                    }
+                                }
+                                list.clear();
+                            }
+                        }
+                    }
+                }
+                Access::Load { .. } => {
+                    if !conflicts {
+                        continue;
+                    }
+                    let src = match ws.last {
+                        Some((p, pt)) if pt != th => Some(p),
+                        Some(_) => ws.last_diff,
+                        None => None,
+                    };
+                    if let Some(p) = src {
+                        if p != n {
+                            edges.push((p, n, EdgeRule::Conflict));
+                        }
+                    }
+                    match ws.pending.iter_mut().find(|(u, _)| *u == th) {
+                        Some((_, l)) => l.push(n),
+                        None => ws.pending.push((th, vec![n])),
+                    }
+                }
+            }
+        }
+
+        // 5. RP: sync, release-rule and acquire-rule edges.
+        if model == Model::Rp {
+            let mut last_rel: FxHashMap<u64, NodeId> = FxHashMap::default();
+            for s in &record.syncs {
+                let Some(&n) = gid_node.get(&s.gid) else { continue };
+                let a = acq_half.get(&s.gid).copied().unwrap_or(n);
+                if nodes[a as usize].acq {
+                    if let Some(&r) = last_rel.get(&s.addr) {
+                        if r != a {
+                            edges.push((r, a, EdgeRule::Sync));
+                        }
+                    }
+                }
+                if nodes[n as usize].rel {
+                    last_rel.insert(s.addr, n);
+                }
+            }
+            for t in 0..threads {
+                let starts = &epoch_start[t];
+                for e in 0..starts.len() - 1 {
+                    let mut since_rel: Vec<NodeId> = Vec::new();
+                    let mut acqs: Vec<NodeId> = Vec::new();
+                    for &n in &thread_nodes[t][starts[e] as usize..starts[e + 1] as usize] {
+                        let nd = &nodes[n as usize];
+                        if nd.is_store {
+                            // an rmw's own acquire half is not before its store
+                            let own = acq_half.get(&nd.gid).copied();
+                            for &a in acqs.iter().filter(|&&a| Some(a) != own) {
+                                edges.push((a, n, EdgeRule::Acquire));
+                            }
+                        }
+                        if nd.rel {
+                            for &s in &since_rel {
+                                edges.push((s, n, EdgeRule::Release));
+                            }
+                            since_rel.clear();
+                        }
+                        if nd.is_store {
+                            since_rel.push(n);
+                        }
+                        if nd.acq {
+                            acqs.push(n);
+                        }
+                    }
+                }
+            }
+        }
+        edges.sort_unstable_by_key(|&(a, b, r)| (a, b, r as u8));
+        edges.dedup_by_key(|e| (e.0, e.1));
+
+        let csr = |key: &dyn Fn(&Edge) -> (NodeId, NodeId)| {
+            let mut start = vec![0u32; nodes.len() + 1];
+            for e in &edges {
+                start[key(e).0 as usize + 1] += 1;
+            }
+            for i in 0..nodes.len() {
+                start[i + 1] += start[i];
+            }
+            let mut fill = start.clone();
+            let mut list = vec![(0u32, EdgeRule::Barrier); edges.len()];
+            for e in &edges {
+                let (from, to) = key(e);
+                list[fill[from as usize] as usize] = (to, e.2);
+                fill[from as usize] += 1;
+            }
+            (start, list)
+        };
+        let (out_start, out) = csr(&|e| (e.0, e.1));
+        let (in_start, inn) = csr(&|e| (e.1, e.0));
+        let mut sw_start = Vec::with_capacity(nodes.len() + 1);
+        let mut sw = Vec::new();
+        sw_start.push(0u32);
+        for nw in &node_words {
+            sw.extend_from_slice(nw);
+            sw_start.push(sw.len() as u32);
+        }
+
+        // 6. Processing order and dfences.
+        let mut order: Vec<NodeId> =
+            (0..nodes.len() as NodeId).filter(|&n| nodes[n as usize].time != u64::MAX).collect();
+        order.sort_unstable_by_key(|&n| (nodes[n as usize].time, nodes[n as usize].gid));
+        let mut dfences = Vec::new();
+        for (index, &(gid, time)) in record.dfences.iter().enumerate() {
+            let Some(&(thread, boundary, prog)) = dfence_boundary.get(&gid) else {
+                let kind = evs.get(&gid).map(|e| e.kind.name());
+                return Err(match kind {
+                    Some(kind) => {
+                        CheckError::KindMismatch { list: "dfences", index, gid, kind, what: "a dfence completion" }
+                    }
+                    None => CheckError::UnknownGid { list: "dfences", index, gid },
+                });
+            };
+            let ready = thread_nodes[thread as usize]
+                .iter()
+                .map(|&n| &nodes[n as usize])
+                .filter(|n| n.pm && (n.prog as usize) < prog)
+                .map(|n| n.time)
+                .max()
+                .unwrap_or(0);
+            dfences.push(Dfence { gid, thread, time, boundary, ready });
+        }
+        dfences.sort_by_key(|d| (d.time, d.gid));
+
+        Ok(Graph {
+            model,
+            threads,
+            nodes,
+            gid_node,
+            words,
+            word_idx,
+            word_stores,
+            sw_start,
+            sw,
+            out_start,
+            out,
+            in_start,
+            inn,
+            thread_nodes,
+            epoch_start,
+            order,
+            dfences,
+        })
+    }
+
+    /// (word index, position in the word's coherence order) for each word a store wrote.
+    pub fn store_words(&self, n: NodeId) -> &[(u32, u32)] {
+        &self.sw[self.sw_start[n as usize] as usize..self.sw_start[n as usize + 1] as usize]
+    }
+
+    pub fn out_edges(&self, n: NodeId) -> &[(NodeId, EdgeRule)] {
+        &self.out[self.out_start[n as usize] as usize..self.out_start[n as usize + 1] as usize]
+    }
+
+    pub fn in_edges(&self, n: NodeId) -> &[(NodeId, EdgeRule)] {
+        &self.inn[self.in_start[n as usize] as usize..self.in_start[n as usize + 1] as usize]
+    }
+
+    /// The nodes of epoch `e` of thread `t`, in program order.
+    pub fn epoch_nodes(&self, t: usize, e: u32) -> &[NodeId] {
+        let s = &self.epoch_start[t];
+        let e = e as usize;
+        if e + 1 >= s.len() {
+            return &[];
+        }
+        &self.thread_nodes[t][s[e] as usize..s[e + 1] as usize]
+    }
+
+    pub fn num_epochs(&self, t: usize) -> u32 {
+        (self.epoch_start[t].len() - 1) as u32
+    }
+
+    /// The rule name for barrier order under this model.
+    pub fn barrier_rule(&self) -> EdgeRule {
+        if self.model == Model::Strict {
+            EdgeRule::ProgramOrder
+        } else {
+            EdgeRule::Barrier
+        }
+    }
+}

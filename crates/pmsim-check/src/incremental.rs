@@ -1,0 +1,377 @@
+//! Checking a sequence of images at non-decreasing crash instants without redoing the closure.
+//!
+//! State kept up to date as words change and time advances (costs per operation):
+//! - per store, the number of its words whose image is older than it (`nd`); a `set_word` walks
+//!   the positions between the old and the new store on that word (O(distance));
+//! - per thread, the set of epochs holding a performed, non-durable PM store; its minimum `D[u]`
+//!   means "every performed PM store of u in epochs < D[u] is durable" (O(log) per flip);
+//! - over the visible stores V, the multiset of required epoch prefixes per thread (`need`) and,
+//!   per individually required store, how many visible stores require it (`req_count`), with
+//!   `bad_ind` = number of (visible, required) pairs whose required store is not durable.
+//!
+//! The image is consistent iff no word shows a bogus or unperformed id, `bad_ind == 0`, and
+//! `max need[u] <= D[u]` for every thread: O(threads) per check. Only a failing check walks the
+//! image to name violations.
+
+use crate::closure::Closure;
+use crate::graph::{Graph, NodeId};
+use crate::req::Req;
+use crate::verdict::Verdict;
+use pmsim_trace::INITIAL_ID;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+pub(crate) enum Src {
+    Static(Arc<Vec<Req>>),
+    Dynamic(Box<Closure>),
+}
+
+impl Src {
+    pub fn req(&self, n: NodeId) -> &Req {
+        match self {
+            Src::Static(v) => &v[n as usize],
+            Src::Dynamic(c) => c.req(n),
+        }
+    }
+}
+
+/// What a word shows, classified.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shown {
+    Initial,
+    /// Not a store writing this word.
+    Bogus,
+    Store(NodeId, u32),
+}
+
+/// Aggregates over the visible stores (see the module docs).
+pub(crate) struct Agg {
+    pub nd: Vec<u32>,
+    pub nd_count: Vec<Vec<u32>>,
+    pub nd_epochs: Vec<BTreeSet<u32>>,
+    pub need: Vec<BTreeMap<u32, u32>>,
+    pub req_count: Vec<u32>,
+    pub bad_ind: u64,
+}
+
+impl Agg {
+    fn contribute(&mut self, r: &Req, add: bool) {
+        for (u, &c) in r.c.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let m = &mut self.need[u];
+            if add {
+                *m.entry(c).or_insert(0) += 1;
+            } else if let Some(k) = m.get_mut(&c) {
+                *k -= 1;
+                if *k == 0 {
+                    m.remove(&c);
+                }
+            }
+        }
+        for &p in &r.ind {
+            let bad = self.nd[p as usize] > 0;
+            if add {
+                self.req_count[p as usize] += 1;
+                self.bad_ind += bad as u64;
+            } else {
+                self.req_count[p as usize] -= 1;
+                self.bad_ind -= bad as u64;
+            }
+        }
+    }
+
+    /// `D[u]`: the first epoch of `u` holding a performed non-durable PM store.
+    pub fn durable_prefix(&self, u: usize) -> u32 {
+        self.nd_epochs[u].first().copied().unwrap_or(u32::MAX)
+    }
+}
+
+/// Incremental checker; see the module docs. Created by [`crate::Checker::incremental`].
+pub struct Incremental {
+    pub(crate) g: Arc<Graph>,
+    static_reqs: Option<Arc<Vec<Req>>>,
+    pub(crate) src: Src,
+    pub(crate) t: u64,
+    next: usize,
+    next_df: usize,
+    pub(crate) performed: Vec<bool>,
+    pub(crate) img_id: Vec<u64>,
+    img_pos: Vec<i64>,
+    /// Words the run never wrote that the image gives a non-initial id.
+    pub(crate) unknown: BTreeMap<u64, u64>,
+    bogus: usize,
+    unperf_vis: usize,
+    pub(crate) vis: Vec<u32>,
+    pub(crate) agg: Agg,
+    /// Per thread: (boundary epoch, ready time, gid) of its latest completed dfence.
+    pub(crate) dreq: Vec<Option<(u32, u64, u64)>>,
+    changed: Vec<(NodeId, Req)>,
+}
+
+impl Incremental {
+    pub(crate) fn new(g: Arc<Graph>, static_reqs: Option<Arc<Vec<Req>>>) -> Incremental {
+        let n = g.nodes.len();
+        let t = g.threads;
+        let nd: Vec<u32> = (0..n as NodeId).map(|x| g.store_words(x).len() as u32).collect();
+        let src = match &static_reqs {
+            Some(v) => Src::Static(v.clone()),
+            None => Src::Dynamic(Box::new(Closure::new(g.clone()))),
+        };
+        Incremental {
+            static_reqs,
+            src,
+            t: 0,
+            next: 0,
+            next_df: 0,
+            performed: vec![false; n],
+            img_id: vec![INITIAL_ID; g.words.len()],
+            img_pos: vec![-1; g.words.len()],
+            unknown: BTreeMap::new(),
+            bogus: 0,
+            unperf_vis: 0,
+            vis: vec![0; n],
+            agg: Agg {
+                nd,
+                nd_count: (0..t).map(|u| vec![0; g.num_epochs(u) as usize + 1]).collect(),
+                nd_epochs: vec![BTreeSet::new(); t],
+                need: vec![BTreeMap::new(); t],
+                req_count: vec![0; n],
+                bad_ind: 0,
+            },
+            dreq: vec![None; t],
+            changed: Vec::new(),
+            g,
+        }
+    }
+
+    pub(crate) fn classify(&self, wi: u32, id: u64) -> Shown {
+        if id == INITIAL_ID {
+            return Shown::Initial;
+        }
+        match self.g.gid_node.get(&id) {
+            Some(&n) => match self.g.store_words(n).iter().find(|(w, _)| *w == wi) {
+                Some(&(_, pos)) => Shown::Store(n, pos),
+                None => Shown::Bogus,
+            },
+            None => Shown::Bogus,
+        }
+    }
+
+    /// The image now shows store `id` at word address `word` (`INITIAL_ID` = initial contents).
+    pub fn set_word(&mut self, word: u64, id: u64) {
+        let Some(&wi) = self.g.word_idx.get(&word) else {
+            let was = if id == INITIAL_ID { self.unknown.remove(&word) } else { self.unknown.insert(word, id) };
+            match (was.is_some(), id != INITIAL_ID) {
+                (false, true) => self.bogus += 1,
+                (true, false) => self.bogus -= 1,
+                _ => {}
+            }
+            return;
+        };
+        let old = self.img_id[wi as usize];
+        if old == id {
+            return;
+        }
+        let old_c = self.classify(wi, old);
+        let new_c = self.classify(wi, id);
+        self.unshow(old_c);
+        self.show(new_c);
+        self.img_id[wi as usize] = id;
+        let new_pos = match new_c {
+            Shown::Store(_, p) => p as i64,
+            _ => -1,
+        };
+        self.move_pos(wi, new_pos);
+    }
+
+    /// The image now shows the initial contents at `word`.
+    pub fn clear_word(&mut self, word: u64) {
+        self.set_word(word, INITIAL_ID);
+    }
+
+    fn in_v(&self, n: NodeId) -> bool {
+        self.performed[n as usize] && self.vis[n as usize] > 0
+    }
+
+    fn unshow(&mut self, s: Shown) {
+        match s {
+            Shown::Initial => {}
+            Shown::Bogus => self.bogus -= 1,
+            Shown::Store(n, _) => {
+                self.vis[n as usize] -= 1;
+                if !self.performed[n as usize] {
+                    self.unperf_vis -= 1;
+                } else if self.vis[n as usize] == 0 {
+                    self.agg.contribute(self.src.req(n), false);
+                }
+            }
+        }
+    }
+
+    fn show(&mut self, s: Shown) {
+        match s {
+            Shown::Initial => {}
+            Shown::Bogus => self.bogus += 1,
+            Shown::Store(n, _) => {
+                self.vis[n as usize] += 1;
+                if !self.performed[n as usize] {
+                    self.unperf_vis += 1;
+                } else if self.vis[n as usize] == 1 {
+                    self.agg.contribute(self.src.req(n), true);
+                }
+            }
+        }
+    }
+
+    fn move_pos(&mut self, wi: u32, new: i64) {
+        let old = self.img_pos[wi as usize];
+        self.img_pos[wi as usize] = new;
+        let g = self.g.clone();
+        let stores = &g.word_stores[wi as usize];
+        if new > old {
+            for pos in (old + 1)..=new {
+                let p = stores[pos as usize];
+                self.agg.nd[p as usize] -= 1;
+                if self.agg.nd[p as usize] == 0 {
+                    self.flip(p, true);
+                }
+            }
+        } else {
+            for pos in (new + 1)..=old {
+                let p = stores[pos as usize];
+                self.agg.nd[p as usize] += 1;
+                if self.agg.nd[p as usize] == 1 {
+                    self.flip(p, false);
+                }
+            }
+        }
+    }
+
+    fn flip(&mut self, p: NodeId, durable: bool) {
+        if !self.performed[p as usize] {
+            return;
+        }
+        let n = &self.g.nodes[p as usize];
+        let rc = self.agg.req_count[p as usize] as u64;
+        if durable {
+            self.agg.bad_ind -= rc;
+        } else {
+            self.agg.bad_ind += rc;
+        }
+        if n.pm {
+            self.nd_epoch(n.thread as usize, n.epoch, durable);
+        }
+    }
+
+    fn nd_epoch(&mut self, u: usize, e: u32, durable: bool) {
+        let c = &mut self.agg.nd_count[u][e as usize];
+        if durable {
+            *c -= 1;
+            if *c == 0 {
+                self.agg.nd_epochs[u].remove(&e);
+            }
+        } else {
+            *c += 1;
+            if *c == 1 {
+                self.agg.nd_epochs[u].insert(e);
+            }
+        }
+    }
+
+    /// Performs every node with perform time `<= t`.
+    fn advance(&mut self, t: u64) {
+        let g = self.g.clone();
+        while let Some(&x) = g.order.get(self.next) {
+            if g.nodes[x as usize].time > t {
+                break;
+            }
+            self.next += 1;
+            if let Src::Dynamic(cl) = &mut self.src {
+                self.changed.clear();
+                cl.process(x, &mut self.changed);
+                let changed = std::mem::take(&mut self.changed);
+                let mut seen: Vec<NodeId> = Vec::new();
+                for (z, old) in &changed {
+                    if seen.contains(z) {
+                        continue;
+                    }
+                    seen.push(*z);
+                    if self.in_v(*z) {
+                        self.agg.contribute(old, false);
+                        let Src::Dynamic(cl) = &self.src else { unreachable!() };
+                        self.agg.contribute(cl.req(*z), true);
+                    }
+                }
+                self.changed = changed;
+            }
+            self.performed[x as usize] = true;
+            let node = &g.nodes[x as usize];
+            if node.is_store {
+                if node.pm && self.agg.nd[x as usize] > 0 {
+                    self.nd_epoch(node.thread as usize, node.epoch, false);
+                }
+                let v = self.vis[x as usize];
+                if v > 0 {
+                    self.unperf_vis -= v as usize;
+                    self.agg.contribute(self.src.req(x), true);
+                }
+            }
+        }
+        while let Some(d) = g.dfences.get(self.next_df) {
+            if d.time > t {
+                break;
+            }
+            self.next_df += 1;
+            let cur = &mut self.dreq[d.thread as usize];
+            if cur.is_none_or(|(b, _, _)| d.boundary >= b) {
+                *cur = Some((d.boundary, d.ready, d.gid));
+            }
+        }
+        self.t = t;
+    }
+
+    /// Starts over from time 0 keeping the current image (used when time goes backwards).
+    fn rewind(&mut self) {
+        let mut words: Vec<(u64, u64)> = self
+            .img_id
+            .iter()
+            .enumerate()
+            .filter(|(_, &id)| id != INITIAL_ID)
+            .map(|(wi, &id)| (self.g.words[wi], id))
+            .collect();
+        words.extend(self.unknown.iter().map(|(&w, &id)| (w, id)));
+        *self = Incremental::new(self.g.clone(), self.static_reqs.clone());
+        for (w, id) in words {
+            self.set_word(w, id);
+        }
+    }
+
+    /// Whether the current image is consistent and durable at crash instant `t`, without
+    /// naming violations: O(threads) after advancing time.
+    pub fn status(&mut self, t: u64) -> (bool, bool) {
+        if t < self.t {
+            self.rewind();
+        }
+        self.advance(t);
+        let consistent = self.bogus == 0
+            && self.unperf_vis == 0
+            && self.agg.bad_ind == 0
+            && (0..self.g.threads)
+                .all(|u| self.agg.need[u].last_key_value().is_none_or(|(&c, _)| c <= self.agg.durable_prefix(u)));
+        let durable = (0..self.g.threads).all(|u| match self.dreq[u] {
+            None => true,
+            Some((b, ready, _)) => ready <= t && b <= self.agg.durable_prefix(u),
+        });
+        (consistent, durable)
+    }
+
+    /// Checks the current image at crash instant `t` (ps). Instants should not decrease; if
+    /// one does, the state is rebuilt from the start (correct, but O(trace)).
+    pub fn check(&mut self, t: u64) -> Verdict {
+        let (consistent, durable) = self.status(t);
+        let violations = if consistent && durable { Vec::new() } else { self.violations(consistent, durable) };
+        Verdict { consistent, durable, at: t, violations }
+    }
+}

@@ -1,0 +1,261 @@
+//! One test per persist-order rule (an image that passes and one that fails), plus violation
+//! reports, record validation, and perform orders that differ from the global order.
+
+use pmsim_check::litmus::{event_time, global_order_record};
+use pmsim_check::{CheckError, Checker, EdgeRule, Model, Verdict, ViolationKind};
+use pmsim_trace::{Access, MemImage, RunRecord, Trace, WordAccess, WordVal, INITIAL_ID};
+
+const A: u64 = 0x1_0000_0000;
+const B: u64 = 0x1_0000_0008;
+const F: u64 = 0x1_0000_0040;
+const G: u64 = 0x1_0000_0080;
+
+fn trace(body: &str) -> Trace {
+    pmsim_trace::text::parse_str("t", &format!("# pmsim trace v1\n{body}")).unwrap()
+}
+
+fn img(words: &[(u64, u64)]) -> MemImage {
+    let mut m = MemImage::new();
+    for &(w, id) in words {
+        m.set(w, WordVal { id, data: 0 });
+    }
+    m
+}
+
+fn end(t: &Trace) -> u64 {
+    event_time(t.num_events() as u64)
+}
+
+fn check(t: &Trace, model: Model, words: &[(u64, u64)]) -> Verdict {
+    Checker::new(t, &global_order_record(t), model).unwrap().check(&img(words), end(t))
+}
+
+#[test]
+fn barrier_orders_epochs_of_one_thread() {
+    let t = trace("threads 1\nT0 store 0x100000000 8\nT0 ofence\nT0 store 0x100000080 8\n");
+    for m in [Model::Ep, Model::Rp] {
+        assert!(check(&t, m, &[(A, 0), (G, 2)]).consistent);
+        let v = check(&t, m, &[(G, 2)]);
+        assert!(!v.consistent);
+        let x = &v.violations[0];
+        assert_eq!(x.kind, ViolationKind::MissingPredecessor);
+        assert_eq!(x.missing.as_ref().map(|m| (m.gid, m.word, m.shows)), Some((0, A, None)));
+        assert_eq!(x.visible.as_ref().map(|v| (v.gid, v.word)), Some((2, G)));
+        assert_eq!(
+            x.path.iter().map(|s| (s.gid, s.edge)).collect::<Vec<_>>(),
+            vec![(0, Some(EdgeRule::Barrier)), (2, None)]
+        );
+    }
+}
+
+#[test]
+fn stores_of_one_epoch_are_unordered_except_under_strict() {
+    let t = trace("threads 1\nT0 store 0x100000000 8\nT0 store 0x100000080 8\n");
+    assert!(check(&t, Model::Ep, &[(G, 1)]).consistent);
+    assert!(check(&t, Model::Rp, &[(G, 1)]).consistent);
+    let v = check(&t, Model::Strict, &[(G, 1)]);
+    assert!(!v.consistent);
+    assert_eq!(v.violations[0].path[0].edge, Some(EdgeRule::ProgramOrder));
+}
+
+#[test]
+fn conflict_through_a_load_orders_across_threads_under_ep() {
+    let t = trace(
+        "threads 2\nT0 store 0x100000000 8\nT0 ofence\nT0 store 0x100000040 8\nT1 load 0x100000040 8\nT1 ofence\nT1 store 0x100000080 8\n",
+    );
+    assert!(check(&t, Model::Ep, &[(A, 0), (F, 2), (G, 5)]).consistent);
+    let v = check(&t, Model::Ep, &[(A, 0), (G, 5)]);
+    assert!(!v.consistent);
+    let rules: Vec<_> = v.violations[0].path.iter().map(|s| (s.gid, s.edge)).collect();
+    assert_eq!(rules, vec![(2, Some(EdgeRule::Conflict)), (3, Some(EdgeRule::Barrier)), (5, None)]);
+    // RP: loads order nothing across threads
+    assert!(check(&t, Model::Rp, &[(G, 5)]).consistent);
+}
+
+#[test]
+fn write_after_read_orders_the_reader_first() {
+    let t = trace("threads 2\nT0 store 0x100000008 8\nT0 ofence\nT0 load 0x100000000 8\nT1 store 0x100000000 8\n");
+    assert!(check(&t, Model::Ep, &[(B, 0), (A, 3)]).consistent);
+    let v = check(&t, Model::Ep, &[(A, 3)]);
+    assert!(!v.consistent);
+    assert_eq!(v.violations[0].missing.as_ref().map(|m| m.gid), Some(0));
+    assert!(check(&t, Model::Rp, &[(A, 3)]).consistent);
+}
+
+#[test]
+fn release_acquire_orders_under_rp_only() {
+    let t = trace("threads 2\nT0 store 0x100000000 8\nT0 release 0x2000\nT1 acquire 0x2000\nT1 store 0x100000080 8\n");
+    assert!(check(&t, Model::Rp, &[(A, 0), (G, 3)]).consistent);
+    let v = check(&t, Model::Rp, &[(G, 3)]);
+    assert!(!v.consistent);
+    let rules: Vec<_> = v.violations[0].path.iter().filter_map(|s| s.edge).collect();
+    assert_eq!(rules, vec![EdgeRule::Release, EdgeRule::Sync, EdgeRule::Acquire]);
+    assert!(check(&t, Model::Ep, &[(G, 3)]).consistent);
+}
+
+#[test]
+fn spa_orders_same_word_stores_and_reports_shadowing() {
+    let t = trace(
+        "threads 2\nT0 store 0x100000000 8\nT0 ofence\nT0 store 0x100000008 8\nT1 store 0x100000008 8\nT1 ofence\nT1 store 0x100000080 8\n",
+    );
+    for m in Model::ALL {
+        assert!(check(&t, m, &[(A, 0), (B, 3), (G, 5)]).consistent, "{m}");
+        let v = check(&t, m, &[(A, 0), (B, 2), (G, 5)]);
+        assert!(!v.consistent, "{m}");
+        let x = &v.violations[0];
+        assert_eq!(x.kind, ViolationKind::Shadowed);
+        assert_eq!(x.missing.as_ref().map(|m| (m.gid, m.shows)), Some((3, Some(2))));
+    }
+}
+
+#[test]
+fn transitivity_across_three_threads() {
+    let t = trace(
+        "threads 3\nT0 store 0x100000000 8\nT0 ofence\nT0 store 0x100000040 8\nT1 load 0x100000040 8\nT1 ofence\nT1 store 0x1000000c0 8\nT2 load 0x1000000c0 8\nT2 ofence\nT2 store 0x100000080 8\n",
+    );
+    assert!(check(&t, Model::Ep, &[(A, 0), (F, 2), (0x1_0000_00c0, 5), (G, 8)]).consistent);
+    let v = check(&t, Model::Ep, &[(F, 2), (0x1_0000_00c0, 5), (G, 8)]);
+    assert!(!v.consistent);
+    assert!(v.violations.iter().any(|x| x.missing.as_ref().map(|m| m.gid) == Some(0)));
+}
+
+#[test]
+fn dfence_durability_counts_only_completed_dfences() {
+    let t = trace("threads 1\nT0 store 0x100000000 8\nT0 dfence\nT0 store 0x100000080 8\n");
+    let ck = Checker::new(&t, &global_order_record(&t), Model::Ep).unwrap();
+    let v = ck.check(&img(&[]), end(&t));
+    assert!(v.consistent && !v.durable);
+    assert_eq!(v.violations[0].kind, ViolationKind::NotDurable);
+    assert_eq!(v.violations[0].dfence, Some(1));
+    assert!(ck.check(&img(&[(A, 0)]), end(&t)).ok());
+    // before the dfence completes nothing is required
+    assert!(ck.check(&img(&[]), event_time(0)).ok());
+}
+
+#[test]
+fn never_written_and_not_yet_performed_ids_are_violations() {
+    let t = trace("threads 1\nT0 store 0x100000000 8\nT0 ofence\nT0 store 0x100000080 8\n");
+    let ck = Checker::new(&t, &global_order_record(&t), Model::Ep).unwrap();
+    for (words, at) in [
+        (vec![(A, 2)], end(&t)),
+        (vec![(A, 99)], end(&t)),
+        (vec![(0x1_0000_1000, 0)], end(&t)),
+        (vec![(A, 0), (G, 2)], event_time(1)),
+    ] {
+        let v = ck.check(&img(&words), at);
+        assert!(!v.consistent, "{words:?}");
+        assert_eq!(v.violations[0].kind, ViolationKind::NeverWritten);
+    }
+}
+
+#[test]
+fn incremental_follows_changes_and_time() {
+    let t = trace("threads 1\nT0 store 0x100000000 8\nT0 ofence\nT0 store 0x100000080 8\n");
+    let ck = Checker::new(&t, &global_order_record(&t), Model::Ep).unwrap();
+    let mut inc = ck.incremental();
+    inc.set_word(G, 2);
+    assert!(!inc.check(event_time(1)).consistent); // g2 not performed yet
+    assert!(!inc.check(event_time(2)).consistent); // g0 missing
+    inc.set_word(A, 0);
+    assert!(inc.check(event_time(2)).consistent);
+    inc.clear_word(A);
+    assert!(!inc.check(event_time(3)).consistent);
+    inc.set_word(G, INITIAL_ID);
+    assert!(inc.check(event_time(3)).consistent);
+    inc.set_word(G, 2);
+    assert!(!inc.check(event_time(0)).consistent); // time went back: rebuilt, g2 unperformed
+}
+
+/// A TSO-style run: T0's load after its fence performs before its earlier store; T1's store
+/// to the loaded word comes in between. The barrier edge st A -> ld F points backwards in
+/// perform order and only exists once st A performs; then it orders A (and, through SPA, T2's
+/// earlier store to A) before T1's store through the write-after-read.
+#[test]
+fn backward_edges_from_store_buffer_reordering_are_exact() {
+    let t = trace(
+        "threads 3\nT0 store 0x100000000 8\nT0 ofence\nT0 load 0x100000040 8\nT1 store 0x100000040 8\nT2 store 0x100000000 8\n",
+    );
+    let w = |time, gid, thread, word, kind| WordAccess { time, gid, thread, word, kind };
+    let rec = RunRecord {
+        accesses: vec![
+            w(1000, 2, 0, F, Access::Load { read: INITIAL_ID }),
+            w(2000, 3, 1, F, Access::Store),
+            w(2500, 4, 2, A, Access::Store),
+            w(3000, 0, 0, A, Access::Store),
+        ],
+        syncs: vec![],
+        dfences: vec![],
+    };
+    let ck = Checker::new(&t, &rec, Model::Ep).unwrap();
+    assert!(!ck.is_static(), "T2's store reaches ld F only through the late edge");
+    // before st A performs, g3 has no persistent predecessor
+    assert!(ck.check(&img(&[(F, 3)]), 2500).consistent);
+    // after: st A -barrier-> ld F -conflict-> st F
+    let v = ck.check(&img(&[(F, 3)]), 3000);
+    assert!(!v.consistent);
+    let rules: Vec<_> = v.violations[0].path.iter().map(|s| (s.gid, s.edge)).collect();
+    assert_eq!(rules, vec![(0, Some(EdgeRule::Barrier)), (2, Some(EdgeRule::Conflict)), (3, None)]);
+    // T2's g4 is required too: A showing g4 (older than g0) is not enough
+    assert!(!ck.check(&img(&[(F, 3), (A, 4)]), 3000).consistent);
+    assert!(ck.check(&img(&[(F, 3), (A, 0)]), 3000).consistent);
+    let mut inc = ck.incremental();
+    inc.set_word(F, 3);
+    assert!(inc.check(2500).consistent);
+    assert!(!inc.check(3000).consistent);
+    inc.set_word(A, 4);
+    assert!(!inc.check(3000).consistent);
+    inc.set_word(A, 0);
+    assert!(inc.check(3000).consistent);
+}
+
+#[test]
+fn bad_records_are_typed_errors() {
+    let t = trace("threads 2\nT0 store 0x100000000 8\nT0 dfence\nT1 acquire 0x2000\n");
+    let good = global_order_record(&t);
+    let mut r = good.clone();
+    r.accesses[0].gid = 42;
+    assert!(matches!(
+        Checker::new(&t, &r, Model::Ep),
+        Err(CheckError::UnknownGid { list: "accesses", index: 0, gid: 42 })
+    ));
+    let mut r = good.clone();
+    r.accesses[0].thread = 1;
+    assert!(matches!(Checker::new(&t, &r, Model::Ep), Err(CheckError::ThreadMismatch { .. })));
+    let mut r = good.clone();
+    r.accesses[0].word = 0x1_0000_0010;
+    assert!(matches!(Checker::new(&t, &r, Model::Ep), Err(CheckError::WordOutside { .. })));
+    let mut r = good.clone();
+    r.accesses[0].kind = Access::Load { read: 0 };
+    assert!(matches!(Checker::new(&t, &r, Model::Ep), Err(CheckError::KindMismatch { .. })));
+    let mut r = good.clone();
+    r.accesses.push(r.accesses[0]);
+    r.accesses.last_mut().unwrap().time = 1 << 40;
+    assert!(matches!(Checker::new(&t, &r, Model::Ep), Err(CheckError::DuplicateStore { .. })));
+    let mut r = good.clone();
+    r.accesses.insert(0, WordAccess { time: 1 << 40, ..r.accesses[0] });
+    assert!(matches!(Checker::new(&t, &r, Model::Ep), Err(CheckError::TimeNotMonotone { .. })));
+    let mut r = good.clone();
+    r.syncs[0].addr = 0x3000;
+    assert!(matches!(Checker::new(&t, &r, Model::Rp), Err(CheckError::SyncAddr { .. })));
+    let mut r = good.clone();
+    r.dfences[0].0 = 0;
+    let e = Checker::new(&t, &r, Model::Ep).err().unwrap();
+    assert_eq!(e.to_string(), "record dfences[0]: gid 0 is a 'store' event, which cannot perform a dfence completion");
+}
+
+#[test]
+fn verdicts_serialise_with_rule_names() {
+    let t = trace("threads 1\nT0 store 0x100000000 8\nT0 ofence\nT0 store 0x100000080 8\n");
+    let v = check(&t, Model::Ep, &[(G, 2)]);
+    let j = serde_json::to_string(&v).unwrap();
+    assert!(j.contains("\"kind\":\"MissingPredecessor\"") && j.contains("\"edge\":\"barrier\""), "{j}");
+    assert!(v.violations[0].to_string().contains("requires store 0"), "{}", v.violations[0]);
+}
+
+#[test]
+fn model_names_round_trip() {
+    for m in Model::ALL {
+        assert_eq!(Model::from_name(m.name()), Some(m));
+    }
+    assert_eq!(Model::from_name("tso"), None);
+}

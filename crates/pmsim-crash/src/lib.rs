@@ -1,0 +1,246 @@
+//! Crash injection: run a trace under a design, crash it at chosen instants, build each crash
+//! image from what the design's persistence domain holds, and check it — against the persistency
+//! model the design promises (with the independent checker of `pmsim-check`) and, for built-in
+//! workloads, against the application's own recovery.
+//!
+//! Instants: given ones (`--at`), seeded random ones over the run (`--random N --seed S`), or every
+//! instant at which the persistent state changes (`--every`). One simulation serves all the
+//! instants of a request: it stops at each, the image is followed incrementally
+//! ([`pmsim_engine::crash::ImageTracker`]) and checked incrementally ([`pmsim_check::Incremental`]).
+//! A violation comes with one command line that replays exactly that crash.
+
+use pmsim_check::{Checker, Model, Verdict};
+use pmsim_engine::crash::{ImageTracker, WordChange};
+use pmsim_engine::{design, Config, Promise, Simulator};
+use pmsim_trace::{MemImage, Trace, VecSource};
+use pmsim_workloads::Recovery;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Which instants to crash at.
+#[derive(Clone, Debug)]
+pub enum Instants {
+    /// These instants, in ps.
+    At(Vec<u64>),
+    /// `n` instants drawn uniformly over the run with `seed`.
+    Random { n: usize, seed: u64 },
+    /// Every instant at which the persistent state changes.
+    Every,
+}
+
+/// What to crash.
+pub struct Request<'a> {
+    pub trace: Arc<Trace>,
+    pub design: String,
+    pub allow_broken: bool,
+    pub config: Config,
+    pub instants: Instants,
+    /// The model to check against; `None` = the one the design promises.
+    pub model: Option<Model>,
+    /// The workload's recovery, to run on every image.
+    pub recovery: Option<&'a dyn Recovery>,
+    /// How to name the input in replay command lines (e.g. `--workload array -p ops=100`).
+    pub replay_input: String,
+    /// Stop after this many failing images.
+    pub max_failures: usize,
+}
+
+/// One failing crash image.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failure {
+    pub at_ps: u64,
+    pub verdict: Option<Verdict>,
+    pub recovery_error: Option<String>,
+    /// Replays exactly this crash.
+    pub replay: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub design: String,
+    pub model: &'static str,
+    pub images: u64,
+    pub consistent: u64,
+    pub durable: u64,
+    pub recovered: u64,
+    pub failures: Vec<Failure>,
+    /// Simulated end of the run (ps).
+    pub run_end_ps: u64,
+    pub host_seconds: f64,
+}
+
+impl Report {
+    pub fn ok(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+/// The model a design's crash images must satisfy.
+pub fn model_for(p: Promise) -> Model {
+    match p {
+        Promise::Ep => Model::Ep,
+        Promise::Rp => Model::Rp,
+        // Every performed store survives: the strictest model must hold.
+        Promise::All | Promise::Strict => Model::Strict,
+    }
+}
+
+fn simulator(req: &Request, record: bool) -> Result<Simulator, String> {
+    let d = design::build(&req.design, &req.config, req.allow_broken)?;
+    Simulator::new(&req.config, d, req.trace.pm.clone(), VecSource::all(&req.trace), req.trace.labels.clone(), record)
+        .map_err(|e| e.to_string())
+}
+
+/// A seeded generator (SplitMix64) for instants.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Runs the request.
+pub fn run(req: &Request) -> Result<Report, String> {
+    let start = std::time::Instant::now();
+    // First pass: the full run, for its record (the checker's input) and its length.
+    let mut full = simulator(req, true)?;
+    full.run().map_err(|e| e.to_string())?;
+    let end = full.m.now;
+    let record = full.m.record.take().unwrap_or_default();
+    let model = req.model.unwrap_or_else(|| model_for(full.design.promise()));
+    let checker = Checker::new(&req.trace, &record, model).map_err(|e| e.to_string())?;
+    drop(full);
+
+    let mut instants: Vec<u64> = match &req.instants {
+        Instants::At(v) => v.clone(),
+        Instants::Random { n, seed } => {
+            let mut s = *seed;
+            (0..*n).map(|_| splitmix(&mut s) % (end + 1)).collect()
+        }
+        Instants::Every => Vec::new(),
+    };
+    instants.sort_unstable();
+
+    let mut rep = Report {
+        design: req.design.clone(),
+        model: model.name(),
+        images: 0,
+        consistent: 0,
+        durable: 0,
+        recovered: 0,
+        failures: Vec::new(),
+        run_end_ps: end,
+        host_seconds: 0.0,
+    };
+    let mut sim = simulator(req, true)?;
+    let mut tracker = ImageTracker::new();
+    let mut inc = checker.incremental();
+    let mut changes: Vec<WordChange> = Vec::new();
+    let dfences = &record.dfences;
+
+    let mut check_at = |sim: &mut Simulator, t: u64, rep: &mut Report| -> bool {
+        tracker.update(sim, &mut changes);
+        for c in &changes {
+            match c.value {
+                Some(v) => inc.set_word(c.word, v.id),
+                None => inc.clear_word(c.word),
+            }
+        }
+        rep.images += 1;
+        let (cons, dur) = inc.status(t);
+        let mut failure: Option<Failure> = None;
+        if cons && dur {
+            rep.consistent += 1;
+            rep.durable += 1;
+        } else {
+            let v = inc.check(t);
+            rep.consistent += v.consistent as u64;
+            rep.durable += v.durable as u64;
+            failure = Some(Failure { at_ps: t, verdict: Some(v), recovery_error: None, replay: String::new() });
+        }
+        if let Some(r) = req.recovery {
+            let mut img = MemImage::new();
+            for (w, v) in tracker.words() {
+                img.set(*w, *v);
+            }
+            let done = |gid: u64| dfences.iter().any(|&(g, ct)| g == gid && ct <= t);
+            match r.check(&img, &done) {
+                Ok(_) => rep.recovered += 1,
+                Err(e) => {
+                    let f = failure.get_or_insert(Failure {
+                        at_ps: t,
+                        verdict: None,
+                        recovery_error: None,
+                        replay: String::new(),
+                    });
+                    f.recovery_error = Some(e.to_string());
+                }
+            }
+        }
+        if let Some(mut f) = failure {
+            f.replay = replay_command(req, t);
+            rep.failures.push(f);
+        }
+        rep.failures.len() >= req.max_failures.max(1)
+    };
+
+    match &req.instants {
+        Instants::Every => {
+            let mut seen = sim.m.persist_version;
+            loop {
+                let more = sim.step().map_err(|e| e.to_string())?;
+                if sim.m.persist_version != seen {
+                    seen = sim.m.persist_version;
+                    // Crash after every event at this instant has happened.
+                    let t = sim.m.now;
+                    if sim.next_time() != Some(t) && check_at(&mut sim, t, &mut rep) {
+                        break;
+                    }
+                }
+                if !more {
+                    break;
+                }
+            }
+        }
+        _ => {
+            for &t in &instants {
+                sim.run_until(t).map_err(|e| e.to_string())?;
+                if check_at(&mut sim, t, &mut rep) {
+                    break;
+                }
+            }
+        }
+    }
+    rep.host_seconds = start.elapsed().as_secs_f64();
+    Ok(rep)
+}
+
+fn replay_command(req: &Request, t: u64) -> String {
+    let mut s = format!("pmsim crash {} --design {} --at {t}", req.replay_input, req.design);
+    if req.allow_broken {
+        s.push_str(" --allow-broken-designs");
+    }
+    if let Some(m) = req.model {
+        s.push_str(&format!(" --model {}", m.name()));
+    }
+    for (k, v) in config_overrides(&req.config) {
+        s.push_str(&format!(" --set {k}={v}"));
+    }
+    s
+}
+
+/// The parameters where `cfg` differs from the defaults, as `section.field` = value.
+pub fn config_overrides(cfg: &Config) -> Vec<(String, String)> {
+    let (a, b) =
+        (serde_json::to_value(cfg).unwrap_or_default(), serde_json::to_value(Config::default()).unwrap_or_default());
+    let mut out = Vec::new();
+    for p in pmsim_engine::config::PARAMS {
+        let (sec, field) = p.name.split_once('.').unwrap_or(("", ""));
+        let (x, y) = (&a[sec][field], &b[sec][field]);
+        if x != y {
+            out.push((p.name.to_string(), x.to_string().trim_matches('"').to_string()));
+        }
+    }
+    out
+}
