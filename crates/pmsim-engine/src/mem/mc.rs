@@ -140,10 +140,15 @@ impl<R: Copy> Mc<R> {
     /// write (the caller schedules its completion), `Some(0)` if it coalesced, `None` if it must
     /// wait (it is queued; `complete` will accept it later).
     pub fn offer(&mut self, now: u64, data: LineData, reply: Option<R>) -> Option<u64> {
-        if let Some(e) = self.wpq.iter_mut().rev().find(|e| e.data.line == data.line && e.start > now) {
-            e.data.merge(&data);
-            self.stats.wpq_coalesced += 1;
-            return Some(0);
+        // Coalescing must not jump ahead of an older write to the same line that is still
+        // waiting for an entry: that write would later overwrite the newer data.
+        let older_waiting = self.waiting.iter().any(|w| w.data.line == data.line);
+        if !older_waiting {
+            if let Some(e) = self.wpq.iter_mut().rev().find(|e| e.data.line == data.line && e.start > now) {
+                e.data.merge(&data);
+                self.stats.wpq_coalesced += 1;
+                return Some(0);
+            }
         }
         if self.wpq.len() >= self.cap || !self.waiting.is_empty() {
             self.stats.wpq_full_waits += 1;
@@ -251,5 +256,48 @@ impl<R: Copy> Mc<R> {
 
     pub fn write_occupancy_ps(&self) -> u64 {
         self.write_occ_ps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmsim_trace::WordVal;
+
+    fn line(id: u64) -> LineData {
+        let mut d = LineData::new(0x1_0000_0000);
+        d.set(0, WordVal { id, data: id });
+        d
+    }
+
+    #[test]
+    fn newer_write_never_overtakes_an_older_waiting_one() {
+        // A slow write channel (1000 ns per line) keeps accepted writes from starting at once.
+        let mut cfg = Config::default();
+        cfg.mc.wpq_entries = 2;
+        cfg.pm.write_gbps = 0.064;
+        let mut mc: Mc<u32> = Mc::new(&cfg);
+        let other = |id| {
+            let mut d = LineData::new(0x2_0000_0000 + id * 64);
+            d.set(0, WordVal { id, data: id });
+            d
+        };
+        let mut nvm = Nvm::default();
+        let mut acc = Vec::new();
+        assert!(mc.offer(0, other(8), None).is_some());
+        assert!(mc.offer(0, other(9), None).is_some());
+        assert!(mc.offer(0, line(1), Some(1)).is_none());
+        assert!(mc.offer(0, line(2), Some(2)).is_none());
+        // The first write completes; write 1 is accepted but its media write starts later.
+        let t = mc.wpq.front().unwrap().done;
+        mc.complete(t, Some(&mut nvm), &mut acc);
+        assert!(mc.wpq.iter().any(|e| e.data.line == 0x1_0000_0000 && e.start > t));
+        // Write 3 must queue behind write 2, not merge into write 1's entry ahead of it.
+        mc.offer(t, line(3), Some(3));
+        while let Some(e) = mc.wpq.front() {
+            let t = e.done;
+            mc.complete(t, Some(&mut nvm), &mut acc);
+        }
+        assert_eq!(nvm.get(0x1_0000_0000).unwrap().id, 3, "the newest write wins");
     }
 }
