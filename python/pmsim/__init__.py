@@ -22,6 +22,10 @@ from pmsim.api import (
 )
 from pmsim.sweep import sweep
 
+# The extension names its exception's module "_core", which pickle cannot import: errors raised in
+# worker processes (local pools, Dask) would then fail to travel back. Name the public module.
+PmsimError.__module__ = "pmsim"
+
 __all__ = [
     "PmsimError",
     "__version__",

@@ -12,6 +12,13 @@ from pathlib import Path
 from pmsim import PmsimError, api
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the one-line error convention of every other pmsim error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"pmsim: error: {self.prog}: {message} (see '{self.prog} --help')\n")
+
+
 def _kv(items: list[str] | None, what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for it in items or []:
@@ -28,8 +35,12 @@ def write_atomic(path: str | Path, text: str) -> None:
     if p.parent and not p.parent.exists():
         p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".partial")
-    tmp.write_text(text)
-    os.replace(tmp, p)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _add_input(p: argparse.ArgumentParser) -> None:
@@ -41,12 +52,19 @@ def _add_input(p: argparse.ArgumentParser) -> None:
 
 def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML configuration file")
-    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override a parameter (e.g. pm.write_ns=120)")
+    p.add_argument(
+        "--set", action="append", metavar="NAME=VALUE", help="override a parameter (e.g. pm.write_ns=120)"
+    )
 
 
 def cmd_run(a: argparse.Namespace) -> int:
     params = _kv(a.param, "parameter")
     overrides = _kv(a.set, "--set")
+    if a.trace is not None and params:
+        raise PmsimError(
+            f"workload parameter(s) {', '.join(sorted(params))} do not apply to a trace run "
+            "(machine parameters go in --set)"
+        )
     from pmsim import _core
 
     out = _core.run(
@@ -73,7 +91,8 @@ def summary(s: dict) -> str:
     lines = [
         f"design {s['design']} (promises {s['promise']}), {s['threads']} threads",
         f"  simulated time   {s['sim_time_ns']:.1f} ns (persists drained at {s['drain_time_ns']:.1f} ns)",
-        f"  operations       {s['operations']}  ({s['ops_per_sec']:.0f} ops/s, avg latency {s['op_latency_avg_ns']:.1f} ns)",
+        f"  operations       {s['operations']}  ({s['ops_per_sec']:.0f} ops/s, "
+        f"avg latency {s['op_latency_avg_ns']:.1f} ns)",
         f"  events           {s['events']}  instructions {s['instructions']}",
         f"  PM stores        {s['pm_stores']}  media reads {s['pm_reads']}  media writes {s['pm_writes']}",
         f"  stall cycles     {stalls or 'none'}",
@@ -93,8 +112,21 @@ def cmd_compare(a: argparse.Namespace) -> int:
     base = df[df.design == "baseline"]["sim_time_ns"]
     if len(base):
         df["speedup_vs_baseline"] = (base.iloc[0] / df["sim_time_ns"]).round(3)
-    cols = [c for c in ["design", "sim_time_ns", "speedup_vs_baseline", "ops_per_sec", "pm_writes", "pm_reads",
-                        "stall_fence", "stall_dfence", "stall_pb_full"] if c in df]
+    cols = [
+        c
+        for c in [
+            "design",
+            "sim_time_ns",
+            "speedup_vs_baseline",
+            "ops_per_sec",
+            "pm_writes",
+            "pm_reads",
+            "stall_fence",
+            "stall_dfence",
+            "stall_pb_full",
+        ]
+        if c in df
+    ]
     print(df[cols].to_string(index=False))
     if a.output:
         write_atomic(a.output, df.to_csv(index=False))
@@ -109,11 +141,16 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     grid = {k: v.split(",") for k, v in _kv(a.grid, "--grid").items()}
     jobs = jobs_for(a.designs.split(","), a.workloads.split(","), grid, **fixed)
     scheduler = None
+    cluster = None
     if a.scheduler:
         scheduler = a.scheduler
     elif a.cluster:
-        scheduler = _make_cluster(a.cluster, a.cluster_jobs)
-    df = run_jobs(jobs, workers=a.jobs, scheduler=scheduler, progress=not a.quiet)
+        scheduler = cluster = _make_cluster(a.cluster, a.cluster_jobs)
+    try:
+        df = run_jobs(jobs, workers=a.jobs, scheduler=scheduler, progress=not a.quiet)
+    finally:
+        if cluster is not None:
+            cluster.close()
     if a.output:
         write_atomic(a.output, df.to_csv(index=False))
         print(f"wrote {len(df)} rows to {a.output}")
@@ -144,13 +181,18 @@ def cmd_trace(a: argparse.Namespace) -> int:
         api.trace_convert(a.src, a.dst, to=to, compress=not a.no_compress)
         print(f"wrote {a.dst} ({to})")
     elif a.trace_cmd == "stats":
-        s = api.trace_stats(a.file) if a.file else api.trace_stats(workload=a.workload, **_kv(a.param, "parameter"))
+        params = _kv(a.param, "parameter")
+        if a.file and (a.workload or params):
+            raise PmsimError("give a trace file or --workload (with -p parameters), not both")
+        s = api.trace_stats(a.file) if a.file else api.trace_stats(workload=a.workload, **params)
         if a.json:
             print(json.dumps(s, indent=2))
         else:
             print(f"threads {s['threads']}  events {s['events']}  operations {s['operations']}")
-            print(f"PM stores {s['pm_stores']} ({s['pm_store_bytes']} bytes)  volatile stores {s['volatile_stores']}  "
-                  f"loads {s['loads']} ({s['load_bytes']} bytes)")
+            print(
+                f"PM stores {s['pm_stores']} ({s['pm_store_bytes']} bytes)  "
+                f"volatile stores {s['volatile_stores']}  loads {s['loads']} ({s['load_bytes']} bytes)"
+            )
             single = 100.0 * s["single_line_epochs"] / s["epochs"] if s["epochs"] else 0.0
             print(f"epochs {s['epochs']} ({single:.1f}% write a single line)")
             print("events by kind: " + ", ".join(f"{k} {v}" for k, v in s["events_by_kind"].items() if v))
@@ -216,7 +258,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pmsim", description="Simulate persistent-memory ordering hardware.")
+    p = _Parser(prog="pmsim", description="Simulate persistent-memory ordering hardware.")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     r = sub.add_parser("run", help="simulate one trace or workload under one design")
@@ -246,7 +288,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", metavar="NAME=VALUE")
     s.add_argument("-j", "--jobs", type=int, help="local parallel runs (default: cores)")
     s.add_argument("--scheduler", help="Dask scheduler address (tcp://host:8786)")
-    s.add_argument("--cluster", choices=["local", "slurm", "pbs"], help="start a Dask cluster (dask-jobqueue)")
+    s.add_argument(
+        "--cluster", choices=["local", "slurm", "pbs"], help="start a Dask cluster (dask-jobqueue)"
+    )
     s.add_argument("--cluster-jobs", type=int, default=4)
     s.add_argument("-o", "--output", help="CSV output")
     s.add_argument("-q", "--quiet", action="store_true")
@@ -298,18 +342,28 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _fail(msg: str) -> int:
+    """One line on stderr, exit status 2 (messages from the core may span lines: join them)."""
+    one = "; ".join(part.strip() for part in msg.splitlines() if part.strip())
+    print(f"pmsim: error: {one}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
     except PmsimError as e:
-        print(f"pmsim: error: {e}", file=sys.stderr)
-        return 2
+        return _fail(str(e))
+    except BrokenPipeError:  # `pmsim ... | head`: stop quietly (and keep the final flush quiet too)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as e:  # files we write ourselves (-o, --out), Dask connections
+        where = f"{e.filename}: " if e.filename else ""
+        return _fail(f"{where}{e.strerror or e}")
     except KeyboardInterrupt:
         print("pmsim: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":

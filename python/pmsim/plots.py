@@ -12,8 +12,17 @@ import pandas as pd  # noqa: E402
 
 
 def grouped_bars(
-    df: pd.DataFrame, *, index: str, columns: str, values: str, title: str, ylabel: str, path: Path,
-    order: list[str] | None = None, hline: float | None = None, log: bool = False,
+    df: pd.DataFrame,
+    *,
+    index: str,
+    columns: str,
+    values: str,
+    title: str,
+    ylabel: str,
+    path: Path,
+    order: list[str] | None = None,
+    hline: float | None = None,
+    log: bool = False,
 ) -> Path:
     """One group of bars per `index` value, one bar per `columns` value; writes `path`."""
     table = df.pivot_table(index=index, columns=columns, values=values, aggfunc="mean", sort=False)

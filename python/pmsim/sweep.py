@@ -29,7 +29,10 @@ def _one(job: dict) -> dict:
 
 
 def jobs_for(
-    designs: Sequence[str], workloads: Sequence[str], grid: dict[str, Iterable[Any]] | None = None, **fixed: Any
+    designs: Sequence[str],
+    workloads: Sequence[str],
+    grid: dict[str, Iterable[Any]] | None = None,
+    **fixed: Any,
 ) -> list[dict]:
     """The cartesian product designs × workloads × grid, each with the fixed parameters."""
     grid = grid or {}
@@ -43,6 +46,34 @@ def jobs_for(
     return out
 
 
+def check_jobs(jobs: list[dict]) -> None:
+    """Rejects unknown designs, workloads and parameter names before any run starts.
+
+    Parameter values are checked by the runs themselves (the first bad one stops the sweep).
+    """
+    from pmsim import PmsimError
+    from pmsim.api import config_params, designs, workloads
+
+    have_d = [d for d, _ in designs()]
+    have_w = {w["name"]: {p["name"] for p in w["params"]} for w in workloads()}
+    cfg = set()
+    for name, _, _ in config_params():
+        cfg.add(name)
+        cfg.add(name.replace(".", "_", 1))
+    for j in jobs:
+        if j["design"] not in have_d:
+            raise PmsimError(f"unknown design '{j['design']}' (valid: {', '.join(have_d)})")
+        if j["workload"] not in have_w:
+            raise PmsimError(f"workload '{j['workload']}': unknown workload (valid: {', '.join(have_w)})")
+        bad = sorted(k for k in j["params"] if k not in cfg and k not in have_w[j["workload"]])
+        if bad:
+            valid = ", ".join(sorted(have_w[j["workload"]]))
+            raise PmsimError(
+                f"workload '{j['workload']}': unknown parameter '{bad[0]}' "
+                f"(workload parameters: {valid}; machine parameters: see 'pmsim config show')"
+            )
+
+
 def run_jobs(
     jobs: list[dict],
     *,
@@ -51,32 +82,53 @@ def run_jobs(
     progress: bool = True,
     desc: str = "pmsim",
 ) -> pd.DataFrame:
-    """Runs ``jobs`` (from :func:`jobs_for`) and returns one row per job, in job order."""
+    """Runs ``jobs`` (from :func:`jobs_for`) and returns one row per job, in job order.
+
+    The first failing run stops the sweep and its error (a :class:`pmsim.PmsimError`) is raised;
+    runs not yet started are cancelled.
+    """
+    check_jobs(jobs)
     rows: list[dict | None] = [None] * len(jobs)
     bar = tqdm(total=len(jobs), desc=desc, disable=not progress, unit="run")
-    if scheduler is not None:
-        client = _dask_client(scheduler)
-        futures = {client.submit(_one, j, pure=False): i for i, j in enumerate(jobs)}
-        from distributed import as_completed as dask_completed
+    try:
+        if scheduler is not None:
+            client, owned = _dask_client(scheduler)
+            try:
+                from distributed import as_completed as dask_completed
 
-        for f in dask_completed(futures):
-            rows[futures[f]] = f.result()
-            bar.update(1)
-    elif (workers or os.cpu_count() or 1) <= 1 or len(jobs) <= 1:
-        for i, j in enumerate(jobs):
-            rows[i] = _one(j)
-            bar.update(1)
-    else:
-        with ProcessPoolExecutor(max_workers=workers or os.cpu_count()) as ex:
-            futs = {ex.submit(_one, j): i for i, j in enumerate(jobs)}
-            for f in as_completed(futs):
-                rows[futs[f]] = f.result()
+                futures = {client.submit(_one, j, pure=False): i for i, j in enumerate(jobs)}
+                try:
+                    for f in dask_completed(futures):
+                        rows[futures[f]] = f.result()
+                        bar.update(1)
+                except BaseException:
+                    client.cancel(list(futures))
+                    raise
+            finally:
+                if owned:
+                    client.close()
+        elif (workers or os.cpu_count() or 1) <= 1 or len(jobs) <= 1:
+            for i, j in enumerate(jobs):
+                rows[i] = _one(j)
                 bar.update(1)
-    bar.close()
+        else:
+            ex = ProcessPoolExecutor(max_workers=min(workers or os.cpu_count() or 1, len(jobs)))
+            try:
+                futs = {ex.submit(_one, j): i for i, j in enumerate(jobs)}
+                for f in as_completed(futs):
+                    rows[futs[f]] = f.result()
+                    bar.update(1)
+            except BaseException:
+                ex.shutdown(wait=False, cancel_futures=True)
+                raise
+            ex.shutdown()
+    finally:
+        bar.close()
     return pd.DataFrame(rows)
 
 
 def _dask_client(scheduler: Any):
+    """A Dask client for ``scheduler`` and whether we created it (and so must close it)."""
     try:
         from distributed import Client
     except ImportError as e:  # pragma: no cover - depends on the install
@@ -84,10 +136,14 @@ def _dask_client(scheduler: Any):
 
         raise PmsimError("cluster sweeps need Dask distributed: pip install 'pmsim[cluster]'") from e
     if isinstance(scheduler, Client):
-        return scheduler
-    if isinstance(scheduler, str):
-        return Client(scheduler)
-    return Client(scheduler)  # a cluster object (LocalCluster, SLURMCluster, PBSCluster, ...)
+        return scheduler, False
+    try:
+        # An address (tcp://host:8786) or a cluster object (LocalCluster, SLURMCluster, PBSCluster, ...).
+        return Client(scheduler, timeout="30s"), True
+    except OSError as e:
+        from pmsim import PmsimError
+
+        raise PmsimError(f"cannot reach the Dask scheduler {scheduler}: {e}") from e
 
 
 def sweep(
@@ -104,4 +160,6 @@ def sweep(
 
     >>> sweep(["baseline", "eadr"], ["array"], grid={"pm_write_ns": [90, 180]}, ops=200)
     """
-    return run_jobs(jobs_for(designs, workloads, grid, **fixed), workers=workers, scheduler=scheduler, progress=progress)
+    return run_jobs(
+        jobs_for(designs, workloads, grid, **fixed), workers=workers, scheduler=scheduler, progress=progress
+    )

@@ -409,6 +409,12 @@ impl Simulator {
         false
     }
 
+    /// The core a sync event on `addr` by `c` would synchronise with now (the last releaser, if
+    /// another core).
+    fn releaser_of(&self, addr: u64, c: usize) -> Option<usize> {
+        self.m.sync.get(&addr).and_then(|s| s.last_releaser).map(|r| r as usize).filter(|&r| r != c)
+    }
+
     /// Records a sync event as performed and wakes the next one on the address. Returns the
     /// core it synchronises with (the last releaser, if another core).
     fn sync_performed(&mut self, addr: u64, gid: u64, c: usize, releases: bool) -> Option<usize> {
@@ -566,12 +572,15 @@ impl Simulator {
                             return;
                         }
                     }
-                    let lat = self.perform_head(c, &head);
-                    let releaser = self.sync_performed(head.addr, head.gid, c, true);
-                    self.design.on_released(&mut self.m, c);
+                    // An rmw's acquire half comes first: its own write must already depend on
+                    // the release it synchronises with.
                     if head.kind == Kind::Rmw {
+                        let releaser = self.releaser_of(head.addr, c);
                         self.design.on_acquire(&mut self.m, c, releaser);
                     }
+                    let lat = self.perform_head(c, &head);
+                    self.sync_performed(head.addr, head.gid, c, true);
+                    self.design.on_released(&mut self.m, c);
                     if self.performed(c, lat) {
                         return;
                     }

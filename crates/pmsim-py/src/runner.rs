@@ -41,8 +41,15 @@ pub fn split_kwargs(kw: &BTreeMap<String, String>) -> (BTreeMap<String, String>,
     (cfg, wl)
 }
 
-/// A trace's sources, PM ranges and labels: binary files stream, text files are parsed.
-pub fn sources(input: &Input) -> Result<(Vec<Box<dyn EventSource>>, Vec<pmsim_trace::PmRange>, Vec<String>), String> {
+/// A trace opened for replay: one source per thread, its PM ranges and its labels.
+pub struct Opened {
+    pub sources: Vec<Box<dyn EventSource>>,
+    pub pm: Vec<pmsim_trace::PmRange>,
+    pub labels: Vec<String>,
+}
+
+/// Opens a trace for replay: binary files stream, text files are parsed.
+pub fn sources(input: &Input) -> Result<Opened, String> {
     match input {
         Input::File(path) => {
             let p = Path::new(path);
@@ -57,16 +64,16 @@ pub fn sources(input: &Input) -> Result<(Vec<Box<dyn EventSource>>, Vec<pmsim_tr
                     srcs.push(Box::new(BinarySource::open(p, t).map_err(|e| e.to_string())?));
                 }
                 let labels = BinarySource::labels(p).map_err(|e| e.to_string())?;
-                Ok((srcs, h.pm, labels))
+                Ok(Opened { sources: srcs, pm: h.pm, labels })
             } else {
                 let t = Arc::new(text::read_path(p).map_err(|e| e.to_string())?);
-                Ok((VecSource::all(&t), t.pm.clone(), t.labels.clone()))
+                Ok(Opened { sources: VecSource::all(&t), pm: t.pm.clone(), labels: t.labels.clone() })
             }
         }
         Input::Workload(name, params) => {
             let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
             let t = Arc::new(g.trace);
-            Ok((VecSource::all(&t), t.pm.clone(), t.labels.clone()))
+            Ok(Opened { sources: VecSource::all(&t), pm: t.pm.clone(), labels: t.labels.clone() })
         }
     }
 }
@@ -74,8 +81,8 @@ pub fn sources(input: &Input) -> Result<(Vec<Box<dyn EventSource>>, Vec<pmsim_tr
 /// Runs one simulation and returns its stats.
 pub fn run(input: &Input, design_name: &str, cfg: &Config, allow_broken: bool) -> Result<RunStats, String> {
     let d = design::build(design_name, cfg, allow_broken)?;
-    let (srcs, pm, labels) = sources(input)?;
-    let mut sim = Simulator::new(cfg, d, pm, srcs, labels, false).map_err(|e| e.to_string())?;
+    let o = sources(input)?;
+    let mut sim = Simulator::new(cfg, d, o.pm, o.sources, o.labels, false).map_err(|e| e.to_string())?;
     sim.run().map_err(|e| e.to_string())?;
     Ok(RunStats::collect(&sim))
 }
@@ -165,8 +172,8 @@ fn write_text_streaming(p: &Path, out: &mut impl std::io::Write) -> Result<(), S
 
 /// `pmsim trace stats`.
 pub fn trace_stats(input: &Input) -> Result<TraceStats, String> {
-    let (mut srcs, pm, _) = sources(input)?;
-    TraceStats::collect(&pm, &mut srcs).map_err(|e| e.to_string())
+    let mut o = sources(input)?;
+    TraceStats::collect(&o.pm, &mut o.sources).map_err(|e| e.to_string())
 }
 
 /// Writes a workload's trace to a file (text, or binary when the name ends in .bin/.pmtb).

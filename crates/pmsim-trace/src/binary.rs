@@ -271,7 +271,7 @@ pub fn read_header<R: Read>(file: &str, r: &mut R) -> Result<Header, TraceError>
         r.read_exact(&mut b8).map_err(|_| bad("truncated header"))?;
         pm.push(PmRange { base, size: u64::from_le_bytes(b8) });
     }
-    Ok(Header { version, flags, threads, pm, records_at: 24 + 16 * npm as u64 })
+    Ok(Header { version, flags, threads, pm, records_at: 20 + 16 * npm as u64 })
 }
 
 /// One record as seen by a cursor.

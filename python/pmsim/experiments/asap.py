@@ -19,8 +19,20 @@ from pmsim.sweep import jobs_for, run_jobs
 
 PAPER_DESIGNS = ["baseline", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "bbb", "eadr"]
 PAPER_WORKLOADS = [
-    "nstore", "echo", "vacation", "memcached", "atlas-heap", "atlas-queue", "atlas-skiplist",
-    "cceh", "fastfair", "dash-eh", "dash-lh", "p-art", "p-clht", "p-masstree",
+    "nstore",
+    "echo",
+    "vacation",
+    "memcached",
+    "atlas-heap",
+    "atlas-queue",
+    "atlas-skiplist",
+    "cceh",
+    "fastfair",
+    "dash-eh",
+    "dash-lh",
+    "p-art",
+    "p-clht",
+    "p-masstree",
 ]
 SCALES = {"quick": {"ops": 400, "bw_ops": 2000}, "full": {"ops": 4000, "bw_ops": 20000}}
 
@@ -33,7 +45,9 @@ def available() -> tuple[list[str], list[str]]:
     return designs, workloads
 
 
-def reproduce(out: str = "results", scale: str = "quick", workers: int | None = None, progress: bool = True) -> Path:
+def reproduce(
+    out: str = "results", scale: str = "quick", workers: int | None = None, progress: bool = True
+) -> Path:
     outdir = Path(out) / "asap"
     outdir.mkdir(parents=True, exist_ok=True)
     designs, workloads = available()
@@ -54,19 +68,36 @@ def reproduce(out: str = "results", scale: str = "quick", workers: int | None = 
     gmean = table.apply(lambda c: float(pd.Series(c).prod() ** (1.0 / len(c))))
     table.loc["geomean"] = gmean
     write_atomic(outdir / "fig8_speedup.csv", table.round(3).to_csv())
-    write_atomic(outdir / "fig8_speedup.md", table.round(2).to_markdown() if _has_tabulate() else table.round(2).to_string())
+    write_atomic(
+        outdir / "fig8_speedup.md",
+        _markdown(table.round(2)),
+    )
     plots.grouped_bars(
-        main, index="workload", columns="design", values="speedup", order=designs, hline=1.0,
-        title="Fig 8: speedup over the Intel baseline (4 cores, 2 MCs)", ylabel="speedup",
+        main,
+        index="workload",
+        columns="design",
+        values="speedup",
+        order=designs,
+        hline=1.0,
+        title="Fig 8: speedup over the Intel baseline (4 cores, 2 MCs)",
+        ylabel="speedup",
         path=outdir / "fig8_speedup.png",
     )
     bw = df[df.workload == "bandwidth"].copy()
     bw["bandwidth_gbps"] = bw["write_bandwidth_gbps"]
     bw["throughput_mops"] = bw["ops_per_sec"] / 1e6
-    write_atomic(outdir / "fig13_bandwidth.csv", bw[["design", "sim_time_ns", "throughput_mops", "bandwidth_gbps"]].to_csv(index=False))
+    write_atomic(
+        outdir / "fig13_bandwidth.csv",
+        bw[["design", "sim_time_ns", "throughput_mops", "bandwidth_gbps"]].to_csv(index=False),
+    )
     plots.grouped_bars(
-        bw.assign(bench="256 B ordered writes"), index="bench", columns="design", values="throughput_mops",
-        order=designs, title="Fig 13: ordered-bandwidth microbenchmark", ylabel="M blocks / s",
+        bw.assign(bench="256 B ordered writes"),
+        index="bench",
+        columns="design",
+        values="throughput_mops",
+        order=designs,
+        title="Fig 13: ordered-bandwidth microbenchmark",
+        ylabel="M blocks / s",
         path=outdir / "fig13_bandwidth.png",
     )
     _optional_figures(main, designs, outdir, notes)
@@ -79,13 +110,13 @@ def reproduce(out: str = "results", scale: str = "quick", workers: int | None = 
     return outdir
 
 
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-
-        return True
-    except ImportError:
-        return False
+def _markdown(table: pd.DataFrame) -> str:
+    """A pipe table (pandas' to_markdown needs the optional tabulate package)."""
+    head = [table.index.name or "", *map(str, table.columns)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(table.columns)) + "|"]
+    for idx, row in table.iterrows():
+        lines.append("| " + " | ".join([str(idx), *(f"{v:.2f}" for v in row)]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _optional_figures(df: pd.DataFrame, designs: list[str], outdir: Path, notes: list[str]) -> None:
@@ -94,38 +125,73 @@ def _optional_figures(df: pd.DataFrame, designs: list[str], outdir: Path, notes:
 
     if have("ds_epochs_per_ms", "asap-rp"):
         d = df[df.design == "asap-rp"].melt(
-            id_vars="workload", value_vars=["ds_epochs_per_ms", "ds_cross_thread_deps_per_ms"],
-            var_name="metric", value_name="per_ms")
-        plots.grouped_bars(d, index="workload", columns="metric", values="per_ms", log=True,
-                           title="Fig 2: epochs and cross-thread dependencies per ms (RP)", ylabel="per ms",
-                           path=outdir / "fig2_epochs.png")
+            id_vars="workload",
+            value_vars=["ds_epochs_per_ms", "ds_cross_thread_deps_per_ms"],
+            var_name="metric",
+            value_name="per_ms",
+        )
+        plots.grouped_bars(
+            d,
+            index="workload",
+            columns="metric",
+            values="per_ms",
+            log=True,
+            title="Fig 2: epochs and cross-thread dependencies per ms (RP)",
+            ylabel="per ms",
+            path=outdir / "fig2_epochs.png",
+        )
     else:
         notes.append("Fig 2 needs asap-rp (epoch statistics)")
     if have("ds_flush_stall_pct", "hops-rp"):
-        plots.grouped_bars(df[df.design.isin(["hops-rp"])], index="workload", columns="design", values="ds_flush_stall_pct",
-                           title="Fig 3: PB flushing stalls under HOPS (% of cycles)", ylabel="% cycles",
-                           path=outdir / "fig3_flush_stalls.png")
+        plots.grouped_bars(
+            df[df.design.isin(["hops-rp"])],
+            index="workload",
+            columns="design",
+            values="ds_flush_stall_pct",
+            title="Fig 3: PB flushing stalls under HOPS (% of cycles)",
+            ylabel="% cycles",
+            path=outdir / "fig3_flush_stalls.png",
+        )
     else:
         notes.append("Fig 3 needs hops-rp")
     if "hops-rp" in designs and "asap-rp" in designs:
         h = df[df.design == "hops-rp"].set_index("workload")["pm_writes"]
         d = df[df.design.isin(["hops-rp", "asap-rp"])].copy()
         d["writes_norm"] = d.apply(lambda r: r.pm_writes / max(h[r.workload], 1), axis=1)
-        plots.grouped_bars(d, index="workload", columns="design", values="writes_norm", hline=1.0,
-                           title="Fig 9: PM writes normalised to HOPS", ylabel="writes / HOPS",
-                           path=outdir / "fig9_pm_writes.png")
+        plots.grouped_bars(
+            d,
+            index="workload",
+            columns="design",
+            values="writes_norm",
+            hline=1.0,
+            title="Fig 9: PM writes normalised to HOPS",
+            ylabel="writes / HOPS",
+            path=outdir / "fig9_pm_writes.png",
+        )
     else:
         notes.append("Fig 9 needs hops-rp and asap-rp")
     if have("ds_pb_occupancy_avg", "asap-rp"):
         d = df[df.design.isin(["hops-rp", "asap-rp"])]
-        plots.grouped_bars(d, index="workload", columns="design", values="ds_pb_occupancy_avg",
-                           title="Fig 11: persist buffer occupancy (average)", ylabel="entries",
-                           path=outdir / "fig11_pb_occupancy.png")
+        plots.grouped_bars(
+            d,
+            index="workload",
+            columns="design",
+            values="ds_pb_occupancy_avg",
+            title="Fig 11: persist buffer occupancy (average)",
+            ylabel="entries",
+            path=outdir / "fig11_pb_occupancy.png",
+        )
     else:
         notes.append("Fig 11 needs PB designs")
     if have("ds_rt_occupancy_max", "asap-rp"):
-        plots.grouped_bars(df[df.design == "asap-rp"], index="workload", columns="design", values="ds_rt_occupancy_max",
-                           title="Fig 12: recovery table maximum occupancy", ylabel="records",
-                           path=outdir / "fig12_rt_occupancy.png")
+        plots.grouped_bars(
+            df[df.design == "asap-rp"],
+            index="workload",
+            columns="design",
+            values="ds_rt_occupancy_max",
+            title="Fig 12: recovery table maximum occupancy",
+            ylabel="records",
+            path=outdir / "fig12_rt_occupancy.png",
+        )
     else:
         notes.append("Fig 12 needs asap-rp")

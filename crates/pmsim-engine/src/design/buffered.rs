@@ -77,6 +77,11 @@ struct Epoch {
 }
 
 impl Epoch {
+    /// Whether ending this epoch matters: it holds stores or waits for another thread.
+    fn carries_order(&self) -> bool {
+        self.stores > 0 || !self.deps.is_empty()
+    }
+
     fn new(ts: u64) -> Epoch {
         Epoch {
             ts,
@@ -95,8 +100,9 @@ impl Epoch {
 enum FenceWait {
     /// dfence: every earlier epoch committed.
     Drain,
-    /// A fence that must open a new epoch waits for a free epoch-table entry.
-    EtSpace(StallCause),
+    /// A fence that must open a new epoch waits for a free epoch-table entry; a dfence then
+    /// goes on to wait for durability (`drain`).
+    EtSpace { drain: bool },
 }
 
 struct CoreP {
@@ -227,7 +233,7 @@ impl Buffered {
     fn close_epoch(&mut self, m: &mut Machine, c: usize, forced: bool) -> bool {
         let core = &mut self.cores[c];
         let cur = core.et.back().expect("current epoch");
-        if cur.stores == 0 {
+        if !cur.carries_order() {
             return true;
         }
         // The table holds the closed, uncommitted epochs; the open one is the core's register.
@@ -250,7 +256,9 @@ impl Buffered {
     /// then closes), else the last closed one. None if that has committed already.
     fn dep_target(&mut self, m: &mut Machine, s: usize) -> Option<u64> {
         let cur = self.cores[s].et.back().expect("current epoch");
-        let ts = if cur.stores > 0 {
+        // An epoch without stores still carries its own dependencies: a dependent must wait for
+        // it too, or order would not be transitive.
+        let ts = if cur.carries_order() {
             let ts = cur.ts;
             self.close_epoch(m, s, true);
             ts
@@ -302,6 +310,11 @@ impl Buffered {
         let oldest_safe = self.safe(c, 0);
         for (i, e) in core.pb.entries.iter().enumerate() {
             if e.state != EntryState::Queued {
+                continue;
+            }
+            // Flushes of one line stay in order: an older entry still unacknowledged (in flight,
+            // or NACKed and waiting to retry) goes first, so a retry never lands on newer data.
+            if core.pb.entries.iter().take(i).any(|o| o.data.line == e.data.line) {
                 continue;
             }
             let is_safe = e.epoch == oldest && oldest_safe;
@@ -422,19 +435,21 @@ impl Buffered {
             }
             self.committed(m, c);
         }
+        if let Some(FenceWait::EtSpace { drain }) = self.cores[c].fence {
+            if self.cores[c].et.len() <= self.et_cap {
+                // The fence's new epoch opens now that the table has room.
+                self.cores[c].fence = if drain { Some(FenceWait::Drain) } else { None };
+                self.close_epoch(m, c, true);
+                if !drain {
+                    m.sb_head_done(c);
+                }
+            }
+        }
         let core = &mut self.cores[c];
         if let Some(FenceWait::Drain) = core.fence {
             if core.et.len() == 1 && core.et[0].stores == 0 {
                 core.fence = None;
                 m.sb_head_done(c);
-            }
-        }
-        if let Some(FenceWait::EtSpace(_)) = core.fence {
-            if core.et.len() <= self.et_cap {
-                core.fence = None;
-                m.sb_head_done(c);
-                // The fence's new epoch opens when it retires: approximated by closing now.
-                self.close_epoch(m, c, true);
             }
         }
         self.kick(m, c);
@@ -520,9 +535,23 @@ impl Buffered {
         self.free_packets.push(slot);
         let mc = m.mc_of(p.data.line);
         let ack = Self::ev(ACK, p.core as usize, p.entry);
+        if self.policy == Policy::Asap {
+            // A write of an epoch that already has a delay record for this line is newer than the
+            // delayed one: it joins the record (coalescing in the RT), or at commit the older
+            // delayed value would land on top of it.
+            if let Some(r) = self.rts[mc].records.iter_mut().find(|r| {
+                r.kind == RecordKind::Delay && r.line == p.data.line && r.core == p.core && r.epoch == p.epoch
+            }) {
+                r.data.merge(&p.data);
+                self.rts[mc].bloom_remove(p.data.line);
+                m.persist_version += 1;
+                m.schedule_design(m.now + m.hop_ps, ack);
+                return;
+            }
+        }
         if self.policy == Policy::Hops || !p.early {
             self.rts[mc].bloom_remove(p.data.line);
-            self.safe_write(m, mc, p.data, Some(ack));
+            self.safe_write(m, mc, p.data, Some(ack), Some((p.core, p.epoch)));
             return;
         }
         let has_undo = self.rts[mc].has_undo(p.data.line);
@@ -541,11 +570,7 @@ impl Buffered {
         let rt = &mut self.rts[mc];
         if has_undo {
             // Table I, early flush with an undo record: delay it until its epoch commits.
-            if let Some(r) = rt.records.iter_mut().find(|r| {
-                r.kind == RecordKind::Delay && r.line == p.data.line && r.core == p.core && r.epoch == p.epoch
-            }) {
-                r.data.merge(&p.data);
-            } else if rt.full() {
+            if rt.full() {
                 return self.nack(m, mc, p);
             } else {
                 rt.push(Record {
@@ -598,9 +623,38 @@ impl Buffered {
     /// A safe write (or a delay record applied at commit): words memory holds speculatively
     /// update the undo record instead (Table I, safe flush with an undo record); the rest go to
     /// memory.
-    fn safe_write(&mut self, m: &mut Machine, mc: usize, data: LineData, reply: Option<DesignEv>) {
+    ///
+    /// Table I assumes the undo record belongs to a later epoch. When it belongs to the writer's
+    /// own epoch (a flush retried as safe after a NACK), the write is newer than the speculative
+    /// one: it goes to memory and joins the speculative words the record can roll back.
+    fn safe_write(
+        &mut self,
+        m: &mut Machine,
+        mc: usize,
+        data: LineData,
+        reply: Option<DesignEv>,
+        writer: Option<(u16, u64)>,
+    ) {
         let mut to_mem = data;
         if let Some(u) = self.rts[mc].undo_for(data.line) {
+            if writer == Some((u.core, u.epoch)) {
+                u.spec |= data.mask;
+                if u.reading {
+                    // The speculative write still waits for the undo read: ride along with it so
+                    // the two reach memory in order. The epoch cannot commit before that write's
+                    // own ACK, so acknowledging this one now is safe.
+                    match &mut u.pending_write {
+                        Some(w) => w.merge(&data),
+                        None => u.pending_write = Some(data),
+                    }
+                    if let Some(r) = reply {
+                        m.schedule_design(m.now + m.hop_ps, r);
+                    }
+                } else {
+                    m.mc_write(mc, data, reply);
+                }
+                return;
+            }
             for i in 0..8 {
                 if data.mask & (1 << i) == 0 {
                     continue;
@@ -673,7 +727,7 @@ impl Buffered {
         self.commit_waits[mc].push((c as u16, ts, delays.len() as u32));
         for d in delays {
             let reply = Self::ev(COMMIT_WRITE, c, ((mc as u64) << 48) | ts);
-            self.safe_write(m, mc, d, Some(reply));
+            self.safe_write(m, mc, d, Some(reply), None);
         }
     }
 
@@ -704,7 +758,7 @@ impl Buffered {
 
     fn fence(&mut self, m: &mut Machine, c: usize, drain: bool, cause: StallCause) -> Step {
         if !self.close_epoch(m, c, false) {
-            self.cores[c].fence = Some(FenceWait::EtSpace(StallCause::EtFull));
+            self.cores[c].fence = Some(FenceWait::EtSpace { drain });
             return Step::Wait(StallCause::EtFull);
         }
         if drain {
@@ -777,7 +831,7 @@ impl super::Design for Buffered {
         if self.promise == Promise::Rp {
             // Stores before a release persist before the release's own write.
             if !self.close_epoch(m, c, false) {
-                self.cores[c].fence = Some(FenceWait::EtSpace(StallCause::EtFull));
+                self.cores[c].fence = Some(FenceWait::EtSpace { drain: false });
                 return Step::Wait(StallCause::EtFull);
             }
         }
@@ -866,17 +920,24 @@ impl super::Design for Buffered {
 
     fn crash_writes(&self, _m: &Machine, out: &mut Vec<LineData>) {
         // ASAP §V-E: after the WPQ drains, undo records restore speculatively written words.
+        // A record whose PM read is still in flight has not let its speculative write reach
+        // memory yet; only the words safe writes stored in it (committed values) go back.
         for rt in &self.rts {
             for r in &rt.records {
-                if r.kind == RecordKind::Undo && !r.reading {
-                    let mut d = LineData::new(r.line);
-                    for i in 0..8 {
-                        if r.spec & (1 << i) != 0 {
-                            d.set(i, r.data.words[i]);
-                        }
-                    }
-                    out.push(d);
+                if r.kind != RecordKind::Undo {
+                    continue;
                 }
+                let words = if r.reading { r.fresh & r.spec } else { r.spec };
+                if words == 0 {
+                    continue;
+                }
+                let mut d = LineData::new(r.line);
+                for i in 0..8 {
+                    if words & (1 << i) != 0 {
+                        d.set(i, r.data.words[i]);
+                    }
+                }
+                out.push(d);
             }
         }
     }

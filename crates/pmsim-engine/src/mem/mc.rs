@@ -211,7 +211,7 @@ impl<R: Copy> Mc<R> {
 
     /// A line read arriving at `now`; returns when the data is available at the MC.
     pub fn read(&mut self, now: u64, line: u64) -> u64 {
-        if self.wpq.iter().any(|e| e.data.line == line) {
+        if self.wpq.iter().any(|e| e.data.line == line) || self.waiting.iter().any(|w| w.data.line == line) {
             self.stats.wpq_read_hits += 1;
             return now;
         }
@@ -235,11 +235,12 @@ impl<R: Copy> Mc<R> {
         start + self.read_ps
     }
 
-    /// The WPQ's newest data for `line` over `base` (what a read sees).
+    /// The newest data the MC holds for `line` over `base` (what a read sees): the WPQ, then
+    /// the writes that arrived and wait for an entry.
     pub fn overlay(&self, base: &mut LineData) {
-        for e in &self.wpq {
-            if e.data.line == base.line {
-                base.merge(&e.data);
+        for d in self.wpq.iter().map(|e| &e.data).chain(self.waiting.iter().map(|w| &w.data)) {
+            if d.line == base.line {
+                base.merge(d);
             }
         }
     }

@@ -1,0 +1,38 @@
+"""`pmsim reproduce asap --scale quick`: tables and real PNG plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_reproduce_asap_quick(cli, tmp_path: Path):
+    out = tmp_path / "results"
+    p = cli("reproduce", "asap", "--scale", "quick", "--out", out, "-q", check=True)
+    d = out / "asap"
+    assert "geomean" in p.stdout
+    for name in (
+        "fig8_speedup.csv",
+        "fig8_speedup.png",
+        "fig13_bandwidth.csv",
+        "fig13_bandwidth.png",
+        "runs.csv",
+    ):
+        assert (d / name).is_file(), name
+    for png in ("fig8_speedup.png", "fig13_bandwidth.png"):
+        data = (d / png).read_bytes()
+        assert data[:8] == PNG, png
+        assert len(data) > 10_000, (png, len(data))
+    fig8 = pd.read_csv(d / "fig8_speedup.csv", index_col=0)
+    assert "baseline" in fig8.columns and "geomean" in fig8.index
+    assert (fig8["baseline"] == 1.0).all()
+    assert len(fig8) >= 2
+    if "eadr" in fig8.columns:  # fences are free under eADR: never slower than the baseline
+        assert (fig8["eadr"] >= 1.0).all()
+    md = (d / "fig8_speedup.md").read_text().splitlines()
+    assert md[0].startswith("| workload | baseline |") and md[1].startswith("|---|")
+    assert len(md) == len(fig8) + 2
+    assert not list(d.glob("*.partial"))
