@@ -12,6 +12,8 @@ from pmsim._core import PmsimError, __version__
 from pmsim.api import (
     config_params,
     config_show,
+    crash,
+    describe_violation,
     designs,
     flatten,
     run,
@@ -31,6 +33,8 @@ __all__ = [
     "__version__",
     "config_params",
     "config_show",
+    "crash",
+    "describe_violation",
     "designs",
     "flatten",
     "run",

@@ -97,3 +97,96 @@ def trace_stats(trace: str | None = None, *, workload: str | None = None, **para
 def trace_generate(workload: str, dst: str, *, compress: bool = True, **params: Any) -> int:
     """Writes a workload's trace to ``dst`` (binary if it ends in .bin); returns the event count."""
     return _core.trace_generate(workload, _strs(params), dst, compress)
+
+
+def parse_instant(text: str | int) -> int:
+    """A crash instant in picoseconds; accepts a plain number (ps) or a unit: ps, ns, us, ms."""
+    if isinstance(text, int):
+        return text
+    t = str(text).strip().lower()
+    for unit, scale in (("ps", 1), ("ns", 1_000), ("us", 1_000_000), ("ms", 1_000_000_000)):
+        if t.endswith(unit):
+            t, mult = t[: -len(unit)], scale
+            break
+    else:
+        mult = 1
+    try:
+        value = float(t)
+    except ValueError:
+        raise _core.PmsimError(
+            f"crash instant '{text}' is not a number (ps, or with a unit: 120ns, 3.5us)"
+        ) from None
+    if value < 0:
+        raise _core.PmsimError(f"crash instant '{text}' is negative")
+    return int(round(value * mult))
+
+
+def crash(
+    design: str,
+    *,
+    workload: str | None = None,
+    trace: str | None = None,
+    at: list[int | str] | None = None,
+    random: int | None = None,
+    seed: int = 1,
+    every: bool = False,
+    model: str | None = None,
+    config: str | None = None,
+    recovery: bool = True,
+    max_failures: int = 10,
+    allow_broken: bool = False,
+    **params: Any,
+) -> dict:
+    """Crashes a run at the given instants and checks every crash image against the design's
+    persistency model (and the workload's own recovery); returns the report as a dict."""
+    cfg, wl = _core.split_kwargs(_strs(params))
+    if trace is not None and wl:
+        raise _core.PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
+    out = _core.crash(
+        design,
+        trace=trace,
+        workload=workload,
+        params=wl,
+        config=config,
+        overrides=cfg,
+        at=[parse_instant(x) for x in at] if at else None,
+        random=random,
+        seed=seed,
+        every=every,
+        model=model,
+        allow_broken=allow_broken,
+        recovery=recovery,
+        max_failures=max_failures,
+    )
+    return json.loads(out)
+
+
+def describe_violation(v: dict) -> str:
+    """One violation as a sentence a person can follow."""
+    kind = v["kind"]
+    vis, miss = v.get("visible"), v.get("missing")
+    if miss and vis:
+        shows = "the initial value" if miss.get("shows") is None else f"store {miss['shows']}"
+        head = (
+            f"{kind}: visible store {vis['gid']} (T{vis.get('thread')}, word {vis['word']:#x}) "
+            f"requires store {miss['gid']} (T{miss['thread']}), but word {miss['word']:#x} shows {shows}"
+        )
+    elif miss:
+        shows = "the initial value" if miss.get("shows") is None else f"store {miss['shows']}"
+        head = (
+            f"{kind}: store {miss['gid']} (T{miss['thread']}) precedes completed dfence {v.get('dfence')} "
+            f"but word {miss['word']:#x} shows {shows}"
+        )
+    elif vis:
+        head = f"{kind}: word {vis['word']:#x} shows store {vis['gid']}, which was not performed by then"
+    else:
+        head = kind
+    path = v.get("path") or []
+    if path:
+        steps = []
+        for s in path:
+            steps.append(f"{s['gid']}(T{s['thread']} {s['kind']})")
+            if s.get("edge"):
+                steps.append(f"-{s['edge']}->")
+        head += "; persist-order path: " + " ".join(steps)
+    return head

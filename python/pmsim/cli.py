@@ -248,6 +248,56 @@ def cmd_bench(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_crash(a: argparse.Namespace) -> int:
+    from pmsim import _core
+
+    params = _kv(a.param, "parameter")
+    if a.trace and params:
+        raise PmsimError(f"-p {', '.join(sorted(params))}: workload parameters do not apply to --trace")
+    at = [api.parse_instant(x) for x in a.at] if a.at else None
+    out = _core.crash(
+        a.design,
+        trace=a.trace,
+        workload=a.workload,
+        params=params,
+        config=a.config,
+        overrides=_kv(a.set, "--set"),
+        at=at,
+        random=a.random,
+        seed=a.seed,
+        every=a.every,
+        model=a.model,
+        allow_broken=a.allow_broken_designs,
+        recovery=not a.no_recovery,
+        max_failures=a.max_failures,
+    )
+    rep = json.loads(out)
+    if a.json:
+        print(out)
+    else:
+        rate = rep["images"] / max(rep["host_seconds"], 1e-9)
+        print(
+            f"{rep['design']} checked against {rep['model']}: {rep['images']} crash images, "
+            f"{rep['consistent']} consistent, {rep['durable']} durable, {rep['recovered']} recovered by the "
+            f"application ({rep['host_seconds']:.2f} s, {rate:,.0f} images/s)"
+        )
+        for f in rep["failures"]:
+            print(f"\ncrash at {f['at_ps']} ps ({f['at_ps'] / 1000:.3f} ns):")
+            v = f.get("verdict")
+            if v:
+                for x in v["violations"]:
+                    print("  " + api.describe_violation(x))
+            if f.get("recovery_error"):
+                print("  application recovery: " + f["recovery_error"])
+            print("  replay: " + f["replay"])
+        print(
+            "OK: every image consistent and durable"
+            if not rep["failures"]
+            else f"\n{len(rep['failures'])} failing image(s)"
+        )
+    return 0 if not rep["failures"] else 1
+
+
 def cmd_reproduce(a: argparse.Namespace) -> int:
     from pmsim.experiments import asap
 
@@ -331,6 +381,26 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--ops", type=int, default=50000)
     b.add_argument("--repeat", type=int, default=3)
     b.set_defaults(fn=cmd_bench)
+
+    cr = sub.add_parser("crash", help="crash a run and check every crash image (exit 1 on a violation)")
+    _add_input(cr)
+    cr.add_argument("--design", required=True)
+    _add_config(cr)
+    mode = cr.add_mutually_exclusive_group(required=True)
+    mode.add_argument(
+        "--at", action="append", metavar="T", help="crash instant (ps, or 120ns / 3.5us); repeatable"
+    )
+    mode.add_argument("--random", type=int, metavar="N", help="N seeded random instants over the run")
+    mode.add_argument("--every", action="store_true", help="every instant the persistent state changes")
+    cr.add_argument("--seed", type=int, default=1, help="seed of --random (default 1)")
+    cr.add_argument(
+        "--model", choices=["ep", "rp", "strict"], help="check against this model (default: the design's)"
+    )
+    cr.add_argument("--no-recovery", action="store_true", help="skip the workload's own recovery check")
+    cr.add_argument("--max-failures", type=int, default=10, help="stop after this many failing images")
+    cr.add_argument("--json", action="store_true", help="print the report as JSON")
+    cr.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
+    cr.set_defaults(fn=cmd_crash)
 
     rp = sub.add_parser("reproduce", help="reproduce a paper's evaluation as tables and plots")
     rp.add_argument("paper", nargs="?", default="asap")

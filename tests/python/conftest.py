@@ -77,3 +77,8 @@ def sample_trace(tmp_path: Path) -> Path:
     p = tmp_path / "sample.trace"
     p.write_text(SAMPLE_TRACE)
     return p
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]

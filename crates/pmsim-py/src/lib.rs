@@ -114,6 +114,34 @@ fn trace_generate(
     py.allow_threads(|| runner::generate_to(&workload, &params, &dst, compress)).map_err(err)
 }
 
+/// Crashes a run at the given instants and checks every image; returns the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (design, trace=None, workload=None, params=None, config=None, overrides=None, at=None, random=None, seed=1, every=false, model=None, allow_broken=false, recovery=true, max_failures=10))]
+#[allow(clippy::too_many_arguments)]
+fn crash(
+    py: Python<'_>,
+    design: String,
+    trace: Option<String>,
+    workload: Option<String>,
+    params: Option<BTreeMap<String, String>>,
+    config: Option<String>,
+    overrides: Option<BTreeMap<String, String>>,
+    at: Option<Vec<u64>>,
+    random: Option<usize>,
+    seed: u64,
+    every: bool,
+    model: Option<String>,
+    allow_broken: bool,
+    recovery: bool,
+    max_failures: usize,
+) -> PyResult<String> {
+    let inp = input(trace, workload, params.unwrap_or_default())?;
+    let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
+    let spec = runner::CrashSpec { at: at.unwrap_or_default(), random, seed, every, model, recovery, max_failures };
+    let rep = py.allow_threads(|| runner::crash(&inp, &design, &cfg, allow_broken, &spec)).map_err(err)?;
+    serde_json::to_string(&rep).map_err(|e| err(e.to_string()))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PmsimError", m.py().get_type::<PmsimError>())?;
@@ -127,5 +155,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(trace_generate, m)?)?;
+    m.add_function(wrap_pyfunction!(crash, m)?)?;
     Ok(())
 }

@@ -198,3 +198,57 @@ pub fn generate_to(name: &str, params: &BTreeMap<String, String>, dst: &str, com
         }
     }
 }
+
+/// Which instants `pmsim crash` checks.
+pub struct CrashSpec {
+    pub at: Vec<u64>,
+    pub random: Option<usize>,
+    pub seed: u64,
+    pub every: bool,
+    pub model: Option<String>,
+    pub recovery: bool,
+    pub max_failures: usize,
+}
+
+/// `pmsim crash`: crash a run at the requested instants and check every image.
+pub fn crash(input: &Input, design: &str, cfg: &Config, allow_broken: bool, spec: &CrashSpec) -> Result<pmsim_crash::Report, String> {
+    let modes = (!spec.at.is_empty()) as u8 + spec.random.is_some() as u8 + spec.every as u8;
+    if modes != 1 {
+        return Err("give exactly one of --at, --random or --every".into());
+    }
+    let model = match &spec.model {
+        Some(m) => Some(pmsim_check::Model::from_name(m).ok_or_else(|| format!("unknown model '{m}' (valid: ep, rp, strict)"))?),
+        None => None,
+    };
+    design::build(design, cfg, allow_broken)?;
+    let (trace, recovery, replay) = match input {
+        Input::File(path) => (Arc::new(load_trace(path)?), None, format!("--trace {path}")),
+        Input::Workload(name, params) => {
+            let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
+            let mut replay = format!("--workload {name}");
+            for (k, v) in params {
+                replay.push_str(&format!(" -p {k}={v}"));
+            }
+            (Arc::new(g.trace), Some(g.recovery), replay)
+        }
+    };
+    let instants = if spec.every {
+        pmsim_crash::Instants::Every
+    } else if let Some(n) = spec.random {
+        pmsim_crash::Instants::Random { n, seed: spec.seed }
+    } else {
+        pmsim_crash::Instants::At(spec.at.clone())
+    };
+    let req = pmsim_crash::Request {
+        trace,
+        design: design.to_string(),
+        allow_broken,
+        config: cfg.clone(),
+        instants,
+        model,
+        recovery: if spec.recovery { recovery.as_deref() } else { None },
+        replay_input: replay,
+        max_failures: spec.max_failures,
+    };
+    pmsim_crash::run(&req)
+}

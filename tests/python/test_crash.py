@@ -1,0 +1,79 @@
+"""`pmsim crash`: crash images checked end to end; exit 0 when every image passes, 1 on a
+violation (with a replay command that reproduces it), 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+from conftest import pmsim_cli
+
+import pmsim
+
+
+def test_correct_design_passes_random_crashes():
+    p = pmsim_cli("crash", "--workload", "array", "-p", "ops=60", "--design", "asap-rp", "--random", "300")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "300 crash images, 300 consistent, 300 durable, 300 recovered" in p.stdout
+
+
+def test_every_instant_of_a_litmus_trace(repo_root):
+    trace = repo_root / "tests" / "litmus" / "collide-3.trace"
+    p = pmsim_cli("crash", "--trace", trace, "--design", "asap-ep", "--every", "--json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["model"] == "ep" and rep["images"] > 3 and rep["failures"] == []
+
+
+def test_broken_design_is_caught_and_the_replay_reproduces_it():
+    p = pmsim_cli(
+        "crash",
+        "--workload",
+        "dash-eh",
+        "-p",
+        "ops=100",
+        "--design",
+        "broken-asap-ep-no-delay",
+        "--allow-broken-designs",
+        "--random",
+        "1000",
+        "--max-failures",
+        "1",
+    )
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "persist-order path:" in p.stdout
+    replay = re.search(r"replay: (pmsim crash .*)", p.stdout).group(1)
+    assert "--at " in replay
+    again = pmsim_cli(*shlex.split(replay)[1:])
+    assert again.returncode == 1, again.stdout
+    assert "1 crash images" in again.stdout
+
+
+def test_python_api_matches_the_cli():
+    rep = pmsim.crash("hops-ep", workload="array", ops=40, random=50, seed=3)
+    assert rep["images"] == 50 and rep["consistent"] == 50 and not rep["failures"]
+    again = pmsim.crash("hops-ep", workload="array", ops=40, random=50, seed=3)
+    assert {k: v for k, v in rep.items() if k != "host_seconds"} == {
+        k: v for k, v in again.items() if k != "host_seconds"
+    }
+
+
+def test_crash_instant_units():
+    assert pmsim.api.parse_instant("120ns") == 120_000
+    assert pmsim.api.parse_instant("3.5us") == 3_500_000
+    assert pmsim.api.parse_instant("42") == 42
+
+
+def test_bad_crash_input_is_one_clear_line():
+    cases = [
+        (["crash", "--workload", "array", "--design", "asap-rp", "--at", "soon"], "soon"),
+        (["crash", "--workload", "array", "--design", "nope", "--every"], "nope"),
+        (["crash", "--workload", "array", "--design", "broken-asap-rp-no-undo", "--every"], "broken"),
+        (["crash", "--workload", "array", "--design", "asap-rp"], "--every"),
+    ]
+    for args, mention in cases:
+        p = pmsim_cli(*args)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr
+        assert p.stderr.startswith("pmsim: error:") and mention in p.stderr, p.stderr
