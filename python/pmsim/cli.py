@@ -298,6 +298,17 @@ def cmd_crash(a: argparse.Namespace) -> int:
     return 0 if not rep["failures"] else 1
 
 
+def cmd_profile(a: argparse.Namespace) -> int:
+    from pmsim.experiments import profile
+
+    names = a.workloads.split(",") if a.workloads else None
+    df = profile.profile(names, threads=a.threads, ops=a.ops, out=a.out, workers=a.jobs, progress=not a.quiet)
+    print(profile.render(df))
+    if a.out:
+        print(f"\nwrote {a.out}/persist_profile.csv and fig2_persist_profile.png")
+    return 0
+
+
 def cmd_reproduce(a: argparse.Namespace) -> int:
     from pmsim.experiments import asap
 
@@ -401,6 +412,15 @@ def parser() -> argparse.ArgumentParser:
     cr.add_argument("--json", action="store_true", help="print the report as JSON")
     cr.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
     cr.set_defaults(fn=cmd_crash)
+
+    pf = sub.add_parser("profile", help="persist profile of the workloads (stores, epochs, dependencies)")
+    pf.add_argument("--workloads", help="comma-separated (default: all)")
+    pf.add_argument("--threads", type=int, default=4)
+    pf.add_argument("--ops", type=int, default=1000, help="operations per thread")
+    pf.add_argument("--out", help="write persist_profile.csv and a plot here")
+    pf.add_argument("-j", "--jobs", type=int)
+    pf.add_argument("-q", "--quiet", action="store_true")
+    pf.set_defaults(fn=cmd_profile)
 
     rp = sub.add_parser("reproduce", help="reproduce a paper's evaluation as tables and plots")
     rp.add_argument("paper", nargs="?", default="asap")

@@ -22,6 +22,8 @@ pub struct TraceStats {
     pub epochs: u64,
     /// Epochs whose PM stores touch exactly one 64 B line.
     pub single_line_epochs: u64,
+    /// Sum over epochs of the distinct 64 B lines each writes (lines per epoch = this / epochs).
+    pub epoch_lines: u64,
     pub operations: u64,
 }
 
@@ -39,6 +41,7 @@ impl TraceStats {
                     st.epochs += 1;
                     lines.sort_unstable();
                     lines.dedup();
+                    st.epoch_lines += lines.len() as u64;
                     if lines.len() == 1 {
                         st.single_line_epochs += 1;
                     }
