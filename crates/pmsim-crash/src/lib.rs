@@ -139,6 +139,14 @@ pub fn run(req: &Request) -> Result<Report, String> {
     let mut changes: Vec<WordChange> = Vec::new();
     let dfences = &record.dfences;
 
+    // Completion times of dfences, sorted: how many had completed by an instant.
+    let mut done_times: Vec<u64> = dfences.iter().map(|&(_, ct)| ct).collect();
+    done_times.sort_unstable();
+    let done_at: std::collections::HashMap<u64, u64> = dfences.iter().copied().collect();
+    // The application's verdict depends only on the image and the completed dfences: when
+    // neither changed since the last instant, it is reused.
+    let mut last_recovery: Option<(usize, Result<(), String>)> = None;
+
     let mut check_at = |sim: &mut Simulator, t: u64, rep: &mut Report| -> bool {
         tracker.update(sim, &mut changes);
         for c in &changes {
@@ -160,22 +168,29 @@ pub fn run(req: &Request) -> Result<Report, String> {
             failure = Some(Failure { at_ps: t, verdict: Some(v), recovery_error: None, replay: String::new() });
         }
         if let Some(r) = req.recovery {
-            let mut img = MemImage::new();
-            for (w, v) in tracker.words() {
-                img.set(*w, *v);
-            }
-            let done = |gid: u64| dfences.iter().any(|&(g, ct)| g == gid && ct <= t);
-            match r.check(&img, &done) {
-                Ok(_) => rep.recovered += 1,
-                Err(e) => {
-                    let f = failure.get_or_insert(Failure {
-                        at_ps: t,
-                        verdict: None,
-                        recovery_error: None,
-                        replay: String::new(),
-                    });
-                    f.recovery_error = Some(e.to_string());
+            let completed = done_times.partition_point(|&ct| ct <= t);
+            let result = match &last_recovery {
+                Some((n, res)) if *n == completed && changes.is_empty() => res.clone(),
+                _ => {
+                    let mut img = MemImage::new();
+                    for (w, v) in tracker.words() {
+                        img.set(*w, *v);
+                    }
+                    let done = |gid: u64| done_at.get(&gid).is_some_and(|&ct| ct <= t);
+                    r.check(&img, &done).map(|_| ()).map_err(|e| e.to_string())
                 }
+            };
+            last_recovery = Some((completed, result.clone()));
+            if let Err(e) = result {
+                let f = failure.get_or_insert(Failure {
+                    at_ps: t,
+                    verdict: None,
+                    recovery_error: None,
+                    replay: String::new(),
+                });
+                f.recovery_error = Some(e);
+            } else {
+                rep.recovered += 1;
             }
         }
         if let Some(mut f) = failure {
