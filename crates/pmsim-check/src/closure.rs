@@ -10,6 +10,7 @@
 //! that ever changed a set, i.e. whether sets depend on the crash instant.
 
 use crate::graph::{Graph, NodeId};
+use crate::model::Model;
 use crate::req::Req;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
@@ -54,7 +55,9 @@ impl Closure {
         let node = &g.nodes[x as usize];
         let t = node.thread as usize;
         let mut r = Req::empty(g.threads);
-        r.c[t] = node.epoch;
+        // Barriers: every earlier epoch. RP release rule: every store before it in its epoch
+        // (explicit edges in the graph, each already implied by this prefix).
+        r.c[t] = if g.model == Model::Rp && (node.rel || node.acq) { node.pos } else { g.epoch_pos(t, node.epoch) };
         if let Some(&j) = self.perf_epochs[t].range(..node.epoch).next_back() {
             if let Some(u) = self.eu[t].get(&j) {
                 r.merge(u, &g);
@@ -67,7 +70,17 @@ impl Closure {
         }
         self.performed[x as usize] = true;
         self.perf_epochs[t].insert(node.epoch);
-        self.eu[t].entry(node.epoch).or_insert_with(|| Req::empty(g.threads)).merge_node(&r, x, &g);
+        // The union is only ever merged into nodes of a later epoch of `t` (whose own prefix
+        // covers this epoch), so it starts out covering this epoch of `t`: its own stores never
+        // enter `ind`, which would otherwise grow with the epoch (quadratic on long epochs).
+        self.eu[t]
+            .entry(node.epoch)
+            .or_insert_with(|| {
+                let mut u = Req::empty(g.threads);
+                u.c[t] = g.epoch_pos(t, node.epoch + 1);
+                u
+            })
+            .merge_node(&r, x, &g);
         self.reqs[x as usize] = r;
 
         let mut roots = Vec::new();

@@ -95,7 +95,7 @@ impl Incremental {
             for u in 0..g.threads {
                 let d = self.agg.durable_prefix(u);
                 if r.c[u] > d {
-                    let found = (d..r.c[u]).flat_map(|e| g.epoch_nodes(u, e).iter().copied()).find(|&p| {
+                    let found = g.pos_nodes(u, d, r.c[u]).iter().copied().find(|&p| {
                         let n = &g.nodes[p as usize];
                         n.pm && self.performed[p as usize] && self.agg.nd[p as usize] > 0
                     });
@@ -129,7 +129,7 @@ impl Incremental {
         let g = &self.g;
         for u in 0..g.threads {
             let Some((boundary, _, dgid)) = self.dreq[u] else { continue };
-            let found = (0..boundary).flat_map(|e| g.epoch_nodes(u, e).iter().copied()).find(|&p| {
+            let found = g.pos_nodes(u, 0, boundary).iter().copied().find(|&p| {
                 let n = &g.nodes[p as usize];
                 n.pm && (!self.performed[p as usize] || self.agg.nd[p as usize] > 0)
             });
@@ -211,6 +211,18 @@ impl Incremental {
             }
         }
         rev.reverse();
+        // Acquire-chain links are not model edges: `a -> a' -> x` becomes `a -> x`, which is
+        // one (an acquire precedes everything its epoch's later acquires precede).
+        let mut i = 0;
+        while i + 1 < rev.len() {
+            match rev[i].1 {
+                Some(rule) if g.is_chain_edge(rev[i + 1].0, rule) => {
+                    rev[i].1 = rev[i + 1].1;
+                    rev.remove(i + 1);
+                }
+                _ => i += 1,
+            }
+        }
         rev.into_iter()
             .map(|(n, edge)| {
                 let node = &g.nodes[n as usize];

@@ -10,7 +10,8 @@
 //!   thread; a store follows every load of another thread performed since that thread's last
 //!   such edge (write-after-read);
 //! - RP: release → the acquire/rmw that synchronises with it (sync), stores → a later release of
-//!   the same epoch (release rule), acquire → later stores of the same epoch (acquire rule).
+//!   the same epoch (release rule), acquire → later stores of the same epoch (acquire rule; as a
+//!   chain through the epoch's acquires where that is exact, see `acquire_chain_exact`).
 //!
 //! An event is performed when all of its record entries are (a store when all its words are).
 
@@ -31,6 +32,8 @@ pub(crate) struct Node {
     pub thread: u16,
     /// Index in the thread's program order (over all events).
     pub prog: u32,
+    /// Index in the thread's node list (`thread_nodes`): requirement prefixes are in these units.
+    pub pos: u32,
     pub epoch: u32,
     pub kind: Kind,
     /// When the event is performed (all its record entries); `u64::MAX` if never.
@@ -44,7 +47,8 @@ pub(crate) struct Node {
     pub pm: bool,
 }
 
-/// A completed dfence: stores of `thread` in epochs `< boundary` must be durable after `time`.
+/// A completed dfence: stores of `thread` at node positions `< boundary` (its epochs before the
+/// dfence) must be durable after `time`.
 #[derive(Clone, Debug)]
 pub(crate) struct Dfence {
     pub gid: u64,
@@ -94,6 +98,38 @@ fn is_node_kind(k: Kind, model: Model) -> bool {
     }
 }
 
+/// Whether the RP acquire rule of one epoch (every acquire precedes every later store of the
+/// epoch) may be encoded as a chain instead of all acquire × store pairs (quadratic on long
+/// epochs that take many locks): each acquire → the next acquire, and each store ← only the
+/// latest acquire before it (not its own rmw half). The chain adds no order between stores (an
+/// acquire's only successors are later stores of its epoch and later epochs, which every earlier
+/// acquire of the epoch precedes anyway), and it loses none at any crash instant provided that
+/// acquires perform in program order and no store performs before the latest acquire before it:
+/// then when a store has performed, so has every link of the chain leading to it. Otherwise the
+/// epoch keeps the explicit pairs.
+fn acquire_chain_exact(epoch: &[NodeId], nodes: &[Node], acq_half: &FxHashMap<u64, NodeId>) -> bool {
+    let mut last: Option<NodeId> = None;
+    let mut prev: Option<NodeId> = None; // the acquire before `last`
+    for &n in epoch {
+        let nd = &nodes[n as usize];
+        if nd.is_store {
+            let own = acq_half.get(&nd.gid).copied();
+            let a = if last.is_some() && last == own { prev } else { last };
+            if a.is_some_and(|a| nodes[a as usize].time > nd.time) {
+                return false;
+            }
+        }
+        if nd.acq {
+            if last.is_some_and(|a| nodes[a as usize].time > nd.time) {
+                return false;
+            }
+            prev = last;
+            last = Some(n);
+        }
+    }
+    true
+}
+
 struct Ev {
     thread: usize,
     kind: Kind,
@@ -133,6 +169,7 @@ impl Graph {
                         gid: e.gid,
                         thread: t as u16,
                         prog: i as u32,
+                        pos: 0, // set once the thread's list is complete
                         epoch,
                         kind: e.kind,
                         time: u64::MAX,
@@ -166,6 +203,9 @@ impl Graph {
                 }
             }
             epoch_start[t].push(thread_nodes[t].len() as u32); // sentinel end
+            for (pos, &n) in thread_nodes[t].iter().enumerate() {
+                nodes[n as usize].pos = pos as u32;
+            }
         }
 
         // 2. Validate the record; gather word accesses (synthesising them for sync events the
@@ -382,16 +422,24 @@ impl Graph {
             for t in 0..threads {
                 let starts = &epoch_start[t];
                 for e in 0..starts.len() - 1 {
+                    let epoch = &thread_nodes[t][starts[e] as usize..starts[e + 1] as usize];
+                    let chain = acquire_chain_exact(epoch, &nodes, &acq_half);
                     let mut since_rel: Vec<NodeId> = Vec::new();
                     let mut acqs: Vec<NodeId> = Vec::new();
-                    for &n in &thread_nodes[t][starts[e] as usize..starts[e + 1] as usize] {
+                    for &n in epoch {
                         let nd = &nodes[n as usize];
                         if nd.is_store {
                             // an rmw's own acquire half is not before its store
                             let own = acq_half.get(&nd.gid).copied();
-                            for &a in acqs.iter().filter(|&&a| Some(a) != own) {
-                                edges.push((a, n, EdgeRule::Acquire));
+                            let mut before = acqs.iter().copied().filter(|&a| Some(a) != own);
+                            if chain {
+                                edges.extend(before.next_back().map(|a| (a, n, EdgeRule::Acquire)));
+                            } else {
+                                edges.extend(before.map(|a| (a, n, EdgeRule::Acquire)));
                             }
+                        }
+                        if chain && nd.acq {
+                            edges.extend(acqs.last().map(|&a| (a, n, EdgeRule::Acquire)));
                         }
                         if nd.rel {
                             for &s in &since_rel {
@@ -443,6 +491,24 @@ impl Graph {
         let mut order: Vec<NodeId> =
             (0..nodes.len() as NodeId).filter(|&n| nodes[n as usize].time != u64::MAX).collect();
         order.sort_unstable_by_key(|&n| (nodes[n as usize].time, nodes[n as usize].gid));
+        // Per thread, the latest perform time over its first k PM stores in program order, so a
+        // dfence's `ready` costs O(1) instead of a walk over its thread.
+        let ready_prefix: Vec<Vec<u64>> = thread_nodes
+            .iter()
+            .map(|list| {
+                let mut acc = 0u64;
+                let mut v = Vec::with_capacity(list.len() + 1);
+                v.push(0);
+                for &n in list {
+                    let nd = &nodes[n as usize];
+                    if nd.pm {
+                        acc = acc.max(nd.time);
+                    }
+                    v.push(acc);
+                }
+                v
+            })
+            .collect();
         let mut dfences = Vec::new();
         for (index, &(gid, time)) in record.dfences.iter().enumerate() {
             let Some(&(thread, boundary, prog)) = dfence_boundary.get(&gid) else {
@@ -454,13 +520,11 @@ impl Graph {
                     None => CheckError::UnknownGid { list: "dfences", index, gid },
                 });
             };
-            let ready = thread_nodes[thread as usize]
-                .iter()
-                .map(|&n| &nodes[n as usize])
-                .filter(|n| n.pm && (n.prog as usize) < prog)
-                .map(|n| n.time)
-                .max()
-                .unwrap_or(0);
+            // The nodes before the dfence in program order are a prefix of its thread's list.
+            let t = thread as usize;
+            let before = thread_nodes[t].partition_point(|&n| (nodes[n as usize].prog as usize) < prog);
+            let ready = ready_prefix[t][before];
+            let boundary = epoch_start[t][boundary as usize];
             dfences.push(Dfence { gid, thread, time, boundary, ready });
         }
         dfences.sort_by_key(|d| (d.time, d.gid));
@@ -486,6 +550,12 @@ impl Graph {
         })
     }
 
+    /// An acquire-rule edge into a node that is not a store: a link of an epoch's acquire chain
+    /// (see [`acquire_chain_exact`]), not an order of the model by itself.
+    pub fn is_chain_edge(&self, to: NodeId, rule: EdgeRule) -> bool {
+        rule == EdgeRule::Acquire && !self.nodes[to as usize].is_store
+    }
+
     /// (word index, position in the word's coherence order) for each word a store wrote.
     pub fn store_words(&self, n: NodeId) -> &[(u32, u32)] {
         &self.sw[self.sw_start[n as usize] as usize..self.sw_start[n as usize + 1] as usize]
@@ -507,6 +577,18 @@ impl Graph {
             return &[];
         }
         &self.thread_nodes[t][s[e] as usize..s[e + 1] as usize]
+    }
+
+    /// The position (in the thread's node list) where epoch `e` of thread `t` starts.
+    pub fn epoch_pos(&self, t: usize, e: u32) -> u32 {
+        self.epoch_start[t][(e as usize).min(self.epoch_start[t].len() - 1)]
+    }
+
+    /// Thread `t`'s nodes at positions `from..to`.
+    pub fn pos_nodes(&self, t: usize, from: u32, to: u32) -> &[NodeId] {
+        let list = &self.thread_nodes[t];
+        let to = (to as usize).min(list.len());
+        &list[(from as usize).min(to)..to]
     }
 
     pub fn num_epochs(&self, t: usize) -> u32 {

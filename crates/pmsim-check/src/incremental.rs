@@ -3,9 +3,10 @@
 //! State kept up to date as words change and time advances (costs per operation):
 //! - per store, the number of its words whose image is older than it (`nd`); a `set_word` walks
 //!   the positions between the old and the new store on that word (O(distance));
-//! - per thread, the set of epochs holding a performed, non-durable PM store; its minimum `D[u]`
-//!   means "every performed PM store of u in epochs < D[u] is durable" (O(log) per flip);
-//! - over the visible stores V, the multiset of required epoch prefixes per thread (`need`) and,
+//! - per thread, the set of positions (in its node list) of performed, non-durable PM stores; its
+//!   minimum `D[u]` means "every performed PM store of u at positions < D[u] is durable"
+//!   (O(log) per flip);
+//! - over the visible stores V, the multiset of required position prefixes per thread (`need`) and,
 //!   per individually required store, how many visible stores require it (`req_count`), with
 //!   `bad_ind` = number of (visible, required) pairs whose required store is not durable.
 //!
@@ -47,8 +48,8 @@ pub(crate) enum Shown {
 /// Aggregates over the visible stores (see the module docs).
 pub(crate) struct Agg {
     pub nd: Vec<u32>,
-    pub nd_count: Vec<Vec<u32>>,
-    pub nd_epochs: Vec<BTreeSet<u32>>,
+    /// Per thread: positions of its performed PM stores that are not durable.
+    pub nd_pos: Vec<BTreeSet<u32>>,
     pub need: Vec<BTreeMap<u32, u32>>,
     pub req_count: Vec<u32>,
     pub bad_ind: u64,
@@ -82,9 +83,9 @@ impl Agg {
         }
     }
 
-    /// `D[u]`: the first epoch of `u` holding a performed non-durable PM store.
+    /// `D[u]`: the position of `u`'s first performed non-durable PM store.
     pub fn durable_prefix(&self, u: usize) -> u32 {
-        self.nd_epochs[u].first().copied().unwrap_or(u32::MAX)
+        self.nd_pos[u].first().copied().unwrap_or(u32::MAX)
     }
 }
 
@@ -105,7 +106,7 @@ pub struct Incremental {
     unperf_vis: usize,
     pub(crate) vis: Vec<u32>,
     pub(crate) agg: Agg,
-    /// Per thread: (boundary epoch, ready time, gid) of its latest completed dfence.
+    /// Per thread: (boundary position, ready time, gid) of its latest completed dfence.
     pub(crate) dreq: Vec<Option<(u32, u64, u64)>>,
     changed: Vec<(NodeId, Req)>,
 }
@@ -134,8 +135,7 @@ impl Incremental {
             vis: vec![0; n],
             agg: Agg {
                 nd,
-                nd_count: (0..t).map(|u| vec![0; g.num_epochs(u) as usize + 1]).collect(),
-                nd_epochs: vec![BTreeSet::new(); t],
+                nd_pos: vec![BTreeSet::new(); t],
                 need: vec![BTreeMap::new(); t],
                 req_count: vec![0; n],
                 bad_ind: 0,
@@ -261,22 +261,15 @@ impl Incremental {
             self.agg.bad_ind += rc;
         }
         if n.pm {
-            self.nd_epoch(n.thread as usize, n.epoch, durable);
+            self.nd_store(n.thread as usize, n.pos, durable);
         }
     }
 
-    fn nd_epoch(&mut self, u: usize, e: u32, durable: bool) {
-        let c = &mut self.agg.nd_count[u][e as usize];
+    fn nd_store(&mut self, u: usize, pos: u32, durable: bool) {
         if durable {
-            *c -= 1;
-            if *c == 0 {
-                self.agg.nd_epochs[u].remove(&e);
-            }
+            self.agg.nd_pos[u].remove(&pos);
         } else {
-            *c += 1;
-            if *c == 1 {
-                self.agg.nd_epochs[u].insert(e);
-            }
+            self.agg.nd_pos[u].insert(pos);
         }
     }
 
@@ -310,7 +303,7 @@ impl Incremental {
             let node = &g.nodes[x as usize];
             if node.is_store {
                 if node.pm && self.agg.nd[x as usize] > 0 {
-                    self.nd_epoch(node.thread as usize, node.epoch, false);
+                    self.nd_store(node.thread as usize, node.pos, false);
                 }
                 let v = self.vis[x as usize];
                 if v > 0 {

@@ -3,7 +3,7 @@
 
 use pmsim_check::litmus::{event_time, global_order_record};
 use pmsim_check::{CheckError, Checker, EdgeRule, Model, Verdict, ViolationKind};
-use pmsim_trace::{Access, MemImage, RunRecord, Trace, WordAccess, WordVal, INITIAL_ID};
+use pmsim_trace::{Access, MemImage, RunRecord, SyncPerform, Trace, WordAccess, WordVal, INITIAL_ID};
 
 const A: u64 = 0x1_0000_0000;
 const B: u64 = 0x1_0000_0008;
@@ -206,6 +206,56 @@ fn backward_edges_from_store_buffer_reordering_are_exact() {
     assert!(!inc.check(3000).consistent);
     inc.set_word(A, 0);
     assert!(inc.check(3000).consistent);
+}
+
+/// RP's acquire rule on an epoch taking several locks is built as a chain through its acquires;
+/// reported paths still name model edges only (acquire -> store, never acquire -> acquire).
+#[test]
+fn acquire_chain_paths_name_model_edges() {
+    let t = trace(
+        "threads 2\nT0 store 0x100000000 8\nT0 release 0x2000\nT1 acquire 0x2000\nT1 acquire 0x2008\nT1 store 0x100000080 8\n",
+    );
+    assert!(check(&t, Model::Rp, &[(A, 0), (G, 4)]).consistent);
+    let v = check(&t, Model::Rp, &[(G, 4)]);
+    assert!(!v.consistent);
+    let path: Vec<_> = v.violations[0].path.iter().map(|s| (s.gid, s.edge)).collect();
+    assert_eq!(
+        path,
+        vec![(0, Some(EdgeRule::Release)), (1, Some(EdgeRule::Sync)), (2, Some(EdgeRule::Acquire)), (4, None)]
+    );
+}
+
+/// The chain is exact only if no store performs before an earlier acquire of its epoch. Here
+/// T1's second acquire performs after its store: at 4000 the store is performed and the first
+/// acquire orders T0's store before it, though the second acquire (a chain link) is not.
+#[test]
+fn acquire_chain_falls_back_when_a_store_overtakes_an_acquire() {
+    let t = trace(
+        "threads 2\nT0 store 0x100000000 8\nT0 release 0x2000\nT1 acquire 0x2000\nT1 acquire 0x2008\nT1 store 0x100000080 8\n",
+    );
+    let sync = |time, gid, thread, addr| SyncPerform { time, gid, thread, addr };
+    let rec = RunRecord {
+        accesses: vec![
+            WordAccess { time: 1000, gid: 0, thread: 0, word: A, kind: Access::Store },
+            WordAccess { time: 3000, gid: 4, thread: 1, word: G, kind: Access::Store },
+        ],
+        syncs: vec![sync(1500, 1, 0, 0x2000), sync(2000, 2, 1, 0x2000), sync(5000, 3, 1, 0x2008)],
+        dfences: vec![],
+    };
+    let ck = Checker::new(&t, &rec, Model::Rp).unwrap();
+    let v = ck.check(&img(&[(G, 4)]), 4000);
+    assert!(!v.consistent);
+    let path: Vec<_> = v.violations[0].path.iter().map(|s| (s.gid, s.edge)).collect();
+    assert_eq!(
+        path,
+        vec![(0, Some(EdgeRule::Release)), (1, Some(EdgeRule::Sync)), (2, Some(EdgeRule::Acquire)), (4, None)]
+    );
+    assert!(ck.check(&img(&[(A, 0), (G, 4)]), 4000).consistent);
+    let mut inc = ck.incremental();
+    inc.set_word(G, 4);
+    assert!(!inc.check(4000).consistent);
+    inc.set_word(A, 0);
+    assert!(inc.check(4500).consistent);
 }
 
 #[test]

@@ -1,16 +1,18 @@
 //! Every correct design, every built-in workload: zero violations (persistency model and the
-//! application's own recovery) over 10,000 seeded random crashes each. `PMSIM_CRASHES=N` changes
-//! the count (e.g. for a quick local run).
+//! application's own recovery) over seeded random crashes — 1,000 per (workload, design) in the
+//! explicit run (`-- --ignored`, ignored by default for CI time); `PMSIM_CRASHES=10000 cargo test --release -p pmsim-crash --test soak` runs
+//! the full 10,000.
 
 mod common;
 use common::{crash_workload, describe};
 use pmsim_engine::DESIGNS;
 
 fn crashes() -> usize {
-    std::env::var("PMSIM_CRASHES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000)
+    std::env::var("PMSIM_CRASHES").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000)
 }
 
 #[test]
+#[ignore = "long: run with `PMSIM_CRASHES=10000 cargo test --release -p pmsim-crash --test soak -- --ignored`"]
 fn every_design_survives_random_crashes_on_every_workload() {
     let n = crashes();
     let mut bad = Vec::new();

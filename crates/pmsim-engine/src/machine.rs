@@ -14,8 +14,7 @@ use crate::mem::mc::{self, AddressMapper, Mc};
 use crate::mem::nvm::{word_index, CoherentMemory, LineData, Nvm};
 use pmsim_trace::{Kind, PmRange, RunRecord, LINE_BYTES};
 use rustc_hash::FxHashMap;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// One entry of the optional event log (what a design did, for tests and debugging).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +42,156 @@ pub enum Ev {
     /// A media write may have completed at this MC.
     McDone(u16),
     Design(DesignEv),
+}
+
+/// A queued event with its ordering key (time, insertion sequence). The event is stored
+/// encoded in two aligned words (`code`: variant << 32 | design tag << 16 | core or MC; `arg`),
+/// so entries are 32 bytes and move as plain words.
+#[derive(Clone, Copy, Debug)]
+struct QEntry {
+    /// time << 64 | sequence: one integer comparison orders entries.
+    key: u128,
+    code: u64,
+    arg: u64,
+}
+
+impl QEntry {
+    #[inline(always)]
+    fn new(t: u64, seq: u64, ev: Ev) -> QEntry {
+        let (code, arg) = match ev {
+            Ev::Core(c) => (c as u64, 0),
+            Ev::Drain(c) => (1 << 32 | c as u64, 0),
+            Ev::McDone(m) => (2 << 32 | m as u64, 0),
+            Ev::Design(d) => (3 << 32 | (d.tag as u64) << 16 | d.core as u64, d.arg),
+        };
+        QEntry { key: (t as u128) << 64 | seq as u128, code, arg }
+    }
+
+    #[inline(always)]
+    fn t(&self) -> u64 {
+        (self.key >> 64) as u64
+    }
+
+    #[inline(always)]
+    fn ev(&self) -> Ev {
+        let low = self.code as u16;
+        match self.code >> 32 {
+            0 => Ev::Core(low),
+            1 => Ev::Drain(low),
+            2 => Ev::McDone(low),
+            _ => Ev::Design(DesignEv { tag: (self.code >> 16) as u16, core: low, arg: self.arg }),
+        }
+    }
+}
+
+/// The event queue: a binary min-heap on (time, sequence) plus a FIFO for events scheduled at
+/// the current time (most drains and wake-ups), which arrive in sequence order and so need no
+/// sorting. Pops take the smaller key of the two heads, so the order is exactly (time, sequence).
+#[derive(Default)]
+struct EventQueue {
+    heap: Vec<QEntry>,
+    /// `fifo[head..]`, sorted by (time, sequence): entries are only pushed while their time is
+    /// not earlier than the last one's, and sequences only grow. Reset whenever it empties.
+    fifo: Vec<QEntry>,
+    head: usize,
+}
+
+impl EventQueue {
+    #[inline(always)]
+    fn push(&mut self, e: QEntry, now: u64) {
+        if e.t() == now && self.fifo.last().is_none_or(|b| b.key <= e.key) {
+            self.fifo.push(e);
+        } else {
+            self.heap_push(e);
+        }
+    }
+
+    #[inline(never)]
+    fn heap_push(&mut self, e: QEntry) {
+        let h = &mut self.heap;
+        let mut i = h.len();
+        h.push(e);
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if e.key < h[p].key {
+                h[i] = h[p];
+                i = p;
+            } else {
+                break;
+            }
+        }
+        h[i] = e;
+    }
+
+    #[inline]
+    fn heap_pop(&mut self) -> Option<QEntry> {
+        let h = &mut self.heap;
+        let last = h.pop()?;
+        let n = h.len();
+        if n == 0 {
+            return Some(last);
+        }
+        let top = h[0];
+        // Move the hole at the root down to a leaf along the smaller children, then sift the
+        // last element up from there (one comparison per level on the way down).
+        let mut i = 0;
+        let mut l = 1;
+        while l + 1 < n {
+            let c = if h[l + 1].key < h[l].key { l + 1 } else { l };
+            h[i] = h[c];
+            i = c;
+            l = 2 * i + 1;
+        }
+        if l + 1 == n {
+            h[i] = h[l];
+            i = l;
+        }
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if last.key < h[p].key {
+                h[i] = h[p];
+                i = p;
+            } else {
+                break;
+            }
+        }
+        h[i] = last;
+        Some(top)
+    }
+
+    #[inline(always)]
+    fn pop(&mut self) -> Option<QEntry> {
+        let from_fifo = match (self.fifo.get(self.head), self.heap.first()) {
+            (Some(f), Some(h)) => f.key < h.key,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if from_fifo {
+            let e = self.fifo[self.head];
+            self.head += 1;
+            if self.head == self.fifo.len() {
+                self.fifo.clear();
+                self.head = 0;
+            }
+            Some(e)
+        } else {
+            self.heap_pop()
+        }
+    }
+
+    #[inline(always)]
+    fn peek_time(&self) -> Option<u64> {
+        match (self.fifo.get(self.head), self.heap.first()) {
+            (Some(f), Some(h)) => Some(f.t().min(h.t())),
+            (Some(f), None) => Some(f.t()),
+            (None, Some(h)) => Some(h.t()),
+            (None, None) => None,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.heap.len() + self.fifo.len() - self.head
+    }
 }
 
 /// Why a core (or its store buffer) is not making progress. Names are stable stats keys.
@@ -115,7 +264,6 @@ pub struct SbEntry {
     pub ready_at: u64,
     /// The store has performed (visible); it retires at `ready_at`.
     pub performed: bool,
-    pub value: [u8; 64],
 }
 
 #[derive(Clone, Debug, Default)]
@@ -136,6 +284,9 @@ pub struct CoreStats {
 /// One core's hardware state outside the trace cursor.
 pub struct CoreHw {
     pub sb: VecDeque<SbEntry>,
+    /// The store-buffer entries' values (front = head's), kept only while tracking data: timing
+    /// never reads them.
+    pub sb_values: VecDeque<[u8; 64]>,
     pub sb_cap: usize,
     pub next_seq: u64,
     /// Local time: when the core can issue its next instruction.
@@ -169,7 +320,7 @@ pub struct SyncAddr {
 pub struct Machine {
     pub cfg: Config,
     pub now: u64,
-    queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    queue: EventQueue,
     qseq: u64,
     pub cores: Vec<CoreHw>,
     pub hier: Hierarchy,
@@ -187,7 +338,8 @@ pub struct Machine {
     /// Design actions, when enabled (`Simulator::enable_log`).
     pub log: Option<Vec<Note>>,
     /// Keep word values and identities (coherent memory, NVM). Timing never depends on them, so
-    /// timing-only runs turn this off; crash checking and recovery turn it on.
+    /// timing-only runs turn this off; crash checking and recovery turn it on. Set before the run
+    /// starts (the store buffers keep values only while it is on).
     pub track_data: bool,
     /// Bumped whenever the persistent state (NVM, WPQs, a design's domain) changes.
     pub persist_version: u64,
@@ -195,6 +347,8 @@ pub struct Machine {
     /// Line write-back from a core to an MC (clwb, LLC write-back).
     pub writeback_ps: u64,
     pub cycle_ps: u64,
+    /// L1 hit latency (a store-buffer forward, a grant that hits).
+    pub l1_ps: u64,
     mc_accepted: Vec<(Option<DesignEv>, u64)>,
     pub events_processed: u64,
 }
@@ -205,6 +359,7 @@ impl Machine {
         let cores = (0..n)
             .map(|_| CoreHw {
                 sb: VecDeque::with_capacity(cfg.core.store_buffer),
+                sb_values: VecDeque::new(),
                 sb_cap: cfg.core.store_buffer,
                 next_seq: 0,
                 time: 0,
@@ -224,7 +379,7 @@ impl Machine {
         Machine {
             cfg: cfg.clone(),
             now: 0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::default(),
             qseq: 0,
             cores,
             hier: Hierarchy::new(cfg),
@@ -243,6 +398,7 @@ impl Machine {
             hop_ps: ns(cfg.noc.hop_ns),
             writeback_ps: ns(cfg.noc.writeback_ns),
             cycle_ps: cfg.cycle_ps(),
+            l1_ps: ns(cfg.l1.latency_ns),
             mc_accepted: Vec::new(),
             events_processed: 0,
         }
@@ -265,7 +421,7 @@ impl Machine {
     pub fn schedule(&mut self, t: u64, ev: Ev) {
         debug_assert!(t >= self.now, "event in the past");
         self.qseq += 1;
-        self.queue.push(Reverse((t, self.qseq, ev)));
+        self.queue.push(QEntry::new(t, self.qseq, ev), self.now);
     }
 
     /// Schedules one of the design's own events at `t`.
@@ -273,12 +429,14 @@ impl Machine {
         self.schedule(t, Ev::Design(ev));
     }
 
+    #[inline]
     pub fn pop(&mut self) -> Option<(u64, Ev)> {
-        self.queue.pop().map(|Reverse((t, _, e))| (t, e))
+        self.queue.pop().map(|e| (e.t(), e.ev()))
     }
 
+    #[inline]
     pub fn peek_time(&self) -> Option<u64> {
-        self.queue.peek().map(|Reverse((t, _, _))| *t)
+        self.queue.peek_time()
     }
 
     pub fn queue_len(&self) -> usize {
@@ -397,8 +555,9 @@ impl Machine {
     }
 
     /// Writes a performed store's bytes into coherent memory, returning the PM line data it
-    /// produced (words with their new identity).
-    pub fn perform_store_words(&mut self, core: usize, e: &SbEntry) -> LineData {
+    /// produced (words with their new identity). `value` is the store's bytes (only read while
+    /// tracking data; `None` reads as zeros).
+    pub fn perform_store_words(&mut self, core: usize, e: &SbEntry, value: Option<&[u8; 64]>) -> LineData {
         let line = e.addr & !(LINE_BYTES - 1);
         let mut d = LineData::new(line);
         let end = e.addr + e.size as u64;
@@ -411,6 +570,8 @@ impl Machine {
             }
             return d;
         }
+        let zeros = [0u8; 64];
+        let value = value.unwrap_or(&zeros);
         let cur = self.coherent.line_mut(line);
         let mut w = e.addr & !7;
         while w < end {
@@ -424,14 +585,11 @@ impl Machine {
             let hi = (w + 8).min(end);
             if lo == w && hi == w + 8 {
                 let off = (w - e.addr) as usize;
-                old.data = if e.has_value {
-                    u64::from_le_bytes(e.value[off..off + 8].try_into().unwrap_or([0; 8]))
-                } else {
-                    0
-                };
+                old.data =
+                    if e.has_value { u64::from_le_bytes(value[off..off + 8].try_into().unwrap_or([0; 8])) } else { 0 };
             } else {
                 for a in lo..hi {
-                    let b = if e.has_value { e.value[(a - e.addr) as usize] } else { 0 };
+                    let b = if e.has_value { value[(a - e.addr) as usize] } else { 0 };
                     let sh = (a - w) * 8;
                     old.data = (old.data & !(0xffu64 << sh)) | ((b as u64) << sh);
                 }

@@ -239,14 +239,7 @@ impl Simulator {
                 return Ok(());
             }
             let ev = cur.chunk.events[cur.pos];
-            let mut value = [0u8; 64];
-            if ev.has_value {
-                let mut buf = [0u8; 64];
-                if let Some(v) = cur.chunk.value(&ev, &mut buf) {
-                    value[..v.len()].copy_from_slice(v);
-                }
-            }
-            if self.execute(c, &ev, &value) {
+            if self.execute(c, &ev) {
                 self.cursors[c].pos += 1;
                 self.last_progress = self.m.now;
                 self.m.cores[c].stats.events += 1;
@@ -254,7 +247,7 @@ impl Simulator {
         }
     }
 
-    fn push_sb(&mut self, c: usize, ev: &Event, value: &[u8; 64]) -> Option<u64> {
+    fn push_sb(&mut self, c: usize, ev: &Event) -> Option<u64> {
         let core = &mut self.m.cores[c];
         if core.sb.len() >= core.sb_cap {
             core.wait_sb_space = true;
@@ -279,8 +272,18 @@ impl Simulator {
             has_value: ev.has_value,
             ready_at,
             performed: false,
-            value: *value,
         });
+        if self.m.track_data {
+            // `ev` is the cursor's current event: its value is in the cursor's chunk.
+            let mut value = [0u8; 64];
+            if ev.has_value {
+                let mut buf = [0u8; 64];
+                if let Some(v) = self.cursors[c].chunk.value(ev, &mut buf) {
+                    value[..v.len()].copy_from_slice(v);
+                }
+            }
+            core.sb_values.push_back(value);
+        }
         if !core.drain_scheduled && core.sb.len() == 1 {
             core.drain_scheduled = true;
             let now = self.m.now;
@@ -290,7 +293,7 @@ impl Simulator {
     }
 
     /// Executes one trace event at the core's current time; false if it could not issue yet.
-    fn execute(&mut self, c: usize, ev: &Event, value: &[u8; 64]) -> bool {
+    fn execute(&mut self, c: usize, ev: &Event) -> bool {
         let ppi = self.ppi_milli;
         let now = self.m.now;
         match ev.kind {
@@ -324,7 +327,7 @@ impl Simulator {
                     self.m.block_core(c, StallCause::Atomic, now);
                     return false;
                 }
-                let Some(seq) = self.push_sb(c, ev, value) else { return false };
+                let Some(seq) = self.push_sb(c, ev) else { return false };
                 let core = &mut self.m.cores[c];
                 core.stats.instructions += 1;
                 core.stats.stores += 1;
@@ -333,7 +336,7 @@ impl Simulator {
                 true
             }
             Kind::Store | Kind::NtStore | Kind::Release | Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
-                if self.push_sb(c, ev, value).is_none() {
+                if self.push_sb(c, ev).is_none() {
                     return false;
                 }
                 let core = &mut self.m.cores[c];
@@ -345,7 +348,7 @@ impl Simulator {
                 true
             }
             Kind::Ofence | Kind::Dfence | Kind::Sfence | Kind::Mfence => {
-                let Some(seq) = self.push_sb(c, ev, value) else { return false };
+                let Some(seq) = self.push_sb(c, ev) else { return false };
                 let core = &mut self.m.cores[c];
                 core.time += ppi / 1000;
                 core.stats.instructions += 1;
@@ -378,7 +381,7 @@ impl Simulator {
 
     fn load_latency(&mut self, c: usize, addr: u64, size: u8) -> u64 {
         if self.m.sb_forwards(c, addr, size) {
-            return crate::config::ns(self.m.cfg.l1.latency_ns);
+            return self.m.l1_ps;
         }
         let line = addr & !(LINE_BYTES - 1);
         let now = self.m.now;
@@ -467,7 +470,8 @@ impl Simulator {
         if head.kind == Kind::Rmw {
             self.m.record_load(c, head.gid, head.addr, head.size);
         }
-        let data = self.m.perform_store_words(c, head);
+        let value = if self.m.track_data { self.m.cores[c].sb_values.front().copied() } else { None };
+        let data = self.m.perform_store_words(c, head, value.as_ref());
         if self.m.is_pm(head.addr) {
             self.m.cores[c].stats.pm_stores += 1;
             let st =
@@ -490,7 +494,7 @@ impl Simulator {
     /// Marks the head performed; it retires now if the grant was a hit, else when it completes.
     /// Returns true if the drain must return (waiting for the grant).
     fn performed(&mut self, c: usize, lat: u64) -> bool {
-        let hit = crate::config::ns(self.m.cfg.l1.latency_ns);
+        let hit = self.m.l1_ps;
         if lat <= hit {
             return false;
         }
@@ -595,6 +599,7 @@ impl Simulator {
         self.last_progress = self.m.now;
         let core = &mut self.m.cores[c];
         core.sb.pop_front();
+        core.sb_values.pop_front();
         core.head_done = false;
         core.drain_stall = None;
         let wake = core.blocked.is_some()

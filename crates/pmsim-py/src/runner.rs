@@ -211,13 +211,21 @@ pub struct CrashSpec {
 }
 
 /// `pmsim crash`: crash a run at the requested instants and check every image.
-pub fn crash(input: &Input, design: &str, cfg: &Config, allow_broken: bool, spec: &CrashSpec) -> Result<pmsim_crash::Report, String> {
+pub fn crash(
+    input: &Input,
+    design: &str,
+    cfg: &Config,
+    allow_broken: bool,
+    spec: &CrashSpec,
+) -> Result<pmsim_crash::Report, String> {
     let modes = (!spec.at.is_empty()) as u8 + spec.random.is_some() as u8 + spec.every as u8;
     if modes != 1 {
         return Err("give exactly one of --at, --random or --every".into());
     }
     let model = match &spec.model {
-        Some(m) => Some(pmsim_check::Model::from_name(m).ok_or_else(|| format!("unknown model '{m}' (valid: ep, rp, strict)"))?),
+        Some(m) => Some(
+            pmsim_check::Model::from_name(m).ok_or_else(|| format!("unknown model '{m}' (valid: ep, rp, strict)"))?,
+        ),
         None => None,
     };
     design::build(design, cfg, allow_broken)?;

@@ -123,6 +123,18 @@ impl Gen {
         }
     }
 
+    /// Thread 0 releases a fresh flag that threads `1..threads` acquire: everything thread 0 did
+    /// so far happens before everything they do next.
+    pub fn publish_setup(&mut self, threads: usize) {
+        if threads > 1 {
+            let flag = self.heap.alloc_dram(64, 64);
+            self.ctx(0).release_value(flag, 1);
+            for t in 1..threads {
+                self.ctx(t).acquire(flag);
+            }
+        }
+    }
+
     /// One thread's emitter.
     pub fn ctx(&mut self, thread: usize) -> Ctx<'_> {
         Ctx { g: self, thread }
@@ -144,7 +156,15 @@ pub struct Interleaver;
 impl Interleaver {
     /// Calls `op(ctx, op_index_within_thread)` until every thread has done `ops` operations,
     /// picking the next thread uniformly among those with operations left.
+    ///
+    /// Setup (the initial population) is done by thread 0 before the run; thread 0 then publishes
+    /// it with a `release` of a flag that every other thread `acquire`s before its first
+    /// operation, as a program starting its workers after loading does. Without it, nothing in
+    /// the trace orders the setup stores before another thread's first operations: in the
+    /// simulated run a worker would overwrite a word before the (slower) setup thread writes its
+    /// initial value there.
     pub fn run(g: &mut Gen, threads: usize, ops: u64, mut op: impl FnMut(&mut Ctx<'_>, u64)) {
+        g.publish_setup(threads);
         let mut left: Vec<u64> = vec![ops; threads];
         let mut live: Vec<usize> = (0..threads).collect();
         while !live.is_empty() {

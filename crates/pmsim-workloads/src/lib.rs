@@ -13,6 +13,7 @@
 
 mod ctx;
 pub mod params;
+pub mod races;
 mod recovery;
 mod registry;
 

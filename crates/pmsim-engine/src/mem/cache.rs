@@ -24,6 +24,7 @@ pub struct Lru {
 }
 
 impl Replacement for Lru {
+    #[inline(always)]
     fn touch(&mut self, set: usize, way: usize) {
         self.clock = self.clock.wrapping_add(1);
         self.stamp[set * self.ways + way] = self.clock;
@@ -31,8 +32,17 @@ impl Replacement for Lru {
     fn victim(&mut self, set: usize) -> usize {
         let s = &self.stamp[set * self.ways..(set + 1) * self.ways];
         let now = self.clock;
-        // Oldest = largest age (wrapping-safe).
-        (0..self.ways).max_by_key(|&w| now.wrapping_sub(s[w])).unwrap_or(0)
+        // Oldest = largest age (wrapping-safe); on a tie the last such way, as `max_by_key`.
+        let mut best = 0;
+        let mut best_age = 0;
+        for (w, &st) in s.iter().enumerate() {
+            let age = now.wrapping_sub(st);
+            if age >= best_age {
+                best = w;
+                best_age = age;
+            }
+        }
+        best
     }
 }
 
@@ -60,12 +70,43 @@ pub fn policy(name: &str, sets: usize, ways: usize, seed: u64) -> Box<dyn Replac
     }
 }
 
+/// The built-in policies, dispatched statically (the hot path calls `touch` on every hit).
+enum Repl {
+    Lru(Lru),
+    Random(RandomRepl),
+}
+
+impl Repl {
+    fn new(name: &str, sets: usize, ways: usize, seed: u64) -> Repl {
+        match name {
+            "random" => Repl::Random(RandomRepl { ways, state: seed | 1 }),
+            _ => Repl::Lru(Lru { ways, stamp: vec![0; sets * ways], clock: 0 }),
+        }
+    }
+
+    #[inline(always)]
+    fn touch(&mut self, set: usize, way: usize) {
+        match self {
+            Repl::Lru(r) => r.touch(set, way),
+            Repl::Random(r) => r.touch(set, way),
+        }
+    }
+
+    #[inline]
+    fn victim(&mut self, set: usize) -> usize {
+        match self {
+            Repl::Lru(r) => r.victim(set),
+            Repl::Random(r) => r.victim(set),
+        }
+    }
+}
+
 /// A tag array.
 pub struct Cache {
     sets: usize,
     ways: usize,
     tags: Vec<u64>,
-    repl: Box<dyn Replacement>,
+    repl: Repl,
     pub hits: u64,
     pub misses: u64,
 }
@@ -78,7 +119,7 @@ impl Cache {
             sets,
             ways,
             tags: vec![EMPTY; sets * ways],
-            repl: policy(policy_name, sets, ways, seed),
+            repl: Repl::new(policy_name, sets, ways, seed),
             hits: 0,
             misses: 0,
         }

@@ -135,7 +135,9 @@ impl Hierarchy {
         }
         lat += self.llc_ps;
         let in_llc = self.llc.access(line);
-        let e: DirEntry = *self.dir.entry(line);
+        // One directory lookup: the fills below only touch other lines' entries.
+        let d = self.dir.lines.entry(line).or_default();
+        let e: DirEntry = *d;
         if performs {
             Directory::load_conflicts(&e, core, &mut self.conflicts, line);
         }
@@ -147,12 +149,10 @@ impl Hierarchy {
             // Forward to the owner, which downgrades to shared.
             lat += self.hop_ps;
             self.dir.forwards += 1;
-            let d = self.dir.entry(line);
             d.owner = NO_CORE;
             d.sharers |= me;
         } else {
             mem_read = !in_llc;
-            let d = self.dir.entry(line);
             // Exclusive grant when nobody else holds it (MESI E).
             if d.sharers & !me == 0 {
                 d.owner = core as u8;
@@ -160,7 +160,7 @@ impl Hierarchy {
             d.sharers |= me;
         }
         if performs {
-            self.dir.entry(line).readers |= 1u64 << core;
+            d.readers |= me;
         }
         if !in_llc {
             self.fill_llc(line);
@@ -176,7 +176,15 @@ impl Hierarchy {
     pub fn store(&mut self, core: usize, line: u64, now: u64) -> Access {
         self.conflicts.clear();
         let me = 1u64 << core;
-        let e: DirEntry = *self.dir.entry(line);
+        // One directory lookup: the line ends up owned, dirty, last written by `core`; the fills
+        // below only touch other lines' entries.
+        let d = self.dir.lines.entry(line).or_default();
+        let e: DirEntry = *d;
+        d.owner = core as u8;
+        d.sharers = me;
+        d.last_writer = core as u8;
+        d.readers = 0;
+        d.dirty = true;
         Directory::store_conflicts(&e, core, &mut self.conflicts, line);
         let mut lat = self.l1_ps;
         lat = lat.max(e.ready_at.saturating_sub(now));
@@ -210,19 +218,19 @@ impl Hierarchy {
             }
             self.fill_private(core, line);
         }
-        let d = self.dir.entry(line);
-        d.owner = core as u8;
-        d.sharers = me;
-        d.last_writer = core as u8;
-        d.readers = 0;
-        d.dirty = true;
         Access { latency: lat, mem_read }
     }
 
     /// A non-temporal store: invalidates every cached copy (the data goes straight to memory).
     pub fn nt_store(&mut self, core: usize, line: u64) -> Access {
         self.conflicts.clear();
-        let e: DirEntry = *self.dir.entry(line);
+        let d = self.dir.lines.entry(line).or_default();
+        let e: DirEntry = *d;
+        d.owner = NO_CORE;
+        d.sharers = 0;
+        d.last_writer = core as u8;
+        d.readers = 0;
+        d.dirty = false;
         Directory::store_conflicts(&e, core, &mut self.conflicts, line);
         let mut s = e.sharers;
         while s != 0 {
@@ -231,12 +239,6 @@ impl Hierarchy {
             self.l1[c].invalidate(line);
             self.l2[c].invalidate(line);
         }
-        let d = self.dir.entry(line);
-        d.owner = NO_CORE;
-        d.sharers = 0;
-        d.last_writer = core as u8;
-        d.readers = 0;
-        d.dirty = false;
         Access { latency: self.l1_ps, mem_read: false }
     }
 

@@ -21,6 +21,13 @@
 //!   matches the segment; lock words are reset.
 //!
 //! Simplification: no deletes (the paper's benchmark inserts and searches).
+//!
+//! Synchronisation: CCEH reads the root, the directory and (in searches) the segment without
+//! taking locks, relying on x86-TSO (every load an acquire, every store a release). The trace
+//! makes that explicit (DESIGN.md §3): the root pointer is read by an `acquire` and swapped by a
+//! `release`, a directory is read after an `acquire` of its lock word (released by the last
+//! directory update), and a search reads a segment after an `acquire` of the segment's lock word.
+//! Otherwise a thread could use a new segment or directory before its creator's stores landed.
 
 use super::common::*;
 use crate::ctx::{Ctx, Gen};
@@ -107,6 +114,13 @@ impl Ix {
         c.dfence();
     }
 
+    /// The current directory, synchronised with its last update: (address, global depth).
+    fn directory(&self, c: &mut Ctx<'_>) -> (u64, u64) {
+        let dir = c.acquire(self.l.root);
+        c.acquire(dir);
+        (dir, c.load_u64(dir + 8))
+    }
+
     fn split(&mut self, c: &mut Ctx<'_>, seg: u64, ld: u64, w: u64) {
         let l = self.l;
         c.cas(l.hdr(seg), 0, SUSPENDED);
@@ -131,8 +145,7 @@ impl Ix {
         store_nonzero_lines(c, new, &buf);
         c.store_u64(l.hdr(new) + 8, ld + 1);
         c.ofence();
-        let dir = c.load_u64(l.root);
-        let depth = c.load_u64(dir + 8);
+        let (dir, depth) = self.directory(c);
         if ld == depth {
             // Directory doubling: write the new directory, persist it, swap the root pointer.
             c.cas(dir, 0, SUSPENDED);
@@ -150,7 +163,7 @@ impl Ix {
             c.store(nd + DIR_ENTRIES, &e);
             c.store(nd + 8, &[(depth + 1).to_le_bytes(), (2 * n).to_le_bytes()].concat());
             c.ofence();
-            c.store_u64(l.root, nd);
+            c.release_value(l.root, nd);
             c.ofence();
         } else {
             c.lock(dir);
@@ -172,8 +185,7 @@ impl Index for Ix {
     fn insert(&mut self, c: &mut Ctx<'_>, w: u64, rec: u64) {
         let l = self.l;
         loop {
-            let dir = c.load_u64(l.root);
-            let depth = c.load_u64(dir + 8);
+            let (dir, depth) = self.directory(c);
             let x = top(w, depth);
             let seg = c.load_u64(dir + DIR_ENTRIES + 8 * x);
             c.lock(l.hdr(seg));
@@ -200,9 +212,9 @@ impl Index for Ix {
 
     fn search(&mut self, c: &mut Ctx<'_>, w: u64) -> Option<u64> {
         let l = self.l;
-        let dir = c.load_u64(l.root);
-        let depth = c.load_u64(dir + 8);
+        let (dir, depth) = self.directory(c);
         let seg = c.load_u64(dir + DIR_ENTRIES + 8 * top(w, depth));
+        c.acquire(l.hdr(seg));
         for s in l.probe_slots(w).collect::<Vec<_>>() {
             c.compute(PROBE_COST);
             if c.load_u64(seg + s * 16) == w {

@@ -15,6 +15,12 @@
 //!   must be in its hash's chain; locks are reset.
 //!
 //! Simplification: no CLHT helper threads during resize; no shrinking.
+//!
+//! Synchronisation: CLHT reads the table pointer and (in searches) buckets without locks, relying
+//! on x86-TSO (every load an acquire, every store a release). The trace says so (DESIGN.md §3): the
+//! root's table pointer is swapped by a `release` and read by an `acquire`, and a search reads a
+//! bucket after an `acquire` of its lock word (released by the last insert into it). Otherwise a
+//! thread could insert into a new table before the resizer's stores that built it had landed.
 
 use super::common::*;
 use crate::ctx::{Ctx, Gen};
@@ -97,7 +103,7 @@ fn layout(c: &mut Ctx<'_>, nb: u64, items: &[(u64, u64)]) -> (u64, u64) {
 
 impl Ix {
     fn bucket(&self, c: &mut Ctx<'_>, w: u64) -> u64 {
-        let ht = c.load_u64(self.root);
+        let ht = c.acquire(self.root);
         let h = c.load_bytes(ht, 16);
         let (nb, table) = (u64_at(&h, 0), u64_at(&h, 8));
         table + 64 * (w & (nb - 1))
@@ -126,7 +132,7 @@ impl Ix {
         }
         let (nht, _) = layout(c, 2 * nb, &items);
         c.ofence();
-        c.store_u64(self.root, nht);
+        c.release_value(self.root, nht);
         c.ofence();
         c.unlock(self.root + 8);
         self.expands = 0;
@@ -159,7 +165,7 @@ impl Index for Ix {
                 c.ofence();
                 c.unlock(b);
                 self.expands += 1;
-                let ht = c.load_u64(self.root);
+                let ht = c.acquire(self.root);
                 let nb = c.load_u64(ht);
                 if self.expands > (nb * self.expand_pct / 100).max(1) {
                     self.resize(c);
@@ -172,6 +178,7 @@ impl Index for Ix {
 
     fn search(&mut self, c: &mut Ctx<'_>, w: u64) -> Option<u64> {
         let mut a = self.bucket(c, w);
+        c.acquire(a);
         while a != 0 {
             let l = c.load_bytes(a, 64);
             if let Some(j) = (0..3).find(|&j| u64_at(&l, (KEYS + 8 * j) as usize) == w) {

@@ -16,6 +16,9 @@
 //! Split (both variants): lock every bucket, build the new segment from the items that move
 //! (Dash's `Insert4split`: no per-item flush) and `ofence` (the whole-segment flush), then the
 //! variant links it; the moved items' bitmap bits in the old segment are cleared and `ofence`d.
+//! Search (Dash's optimistic read) reads each bucket after an `acquire` of its version word, so it
+//! sees every insert that unlocked the bucket before it.
+//!
 //! Simplification: a split places items only by balanced insert and stash (no displacement).
 
 use super::common::*;
@@ -232,7 +235,9 @@ impl Geo {
         let cands = [y, (y + 1) % self.nb].into_iter().chain((0..STASH).map(|i| self.nb + i));
         for b in cands {
             let a = self.bkt(seg, b);
-            let h = c.load_bytes(a, 32);
+            let v = c.acquire(a);
+            let mut h = v.to_le_bytes().to_vec();
+            h.extend(c.load_bytes(a + 8, 24));
             let bm = u64_at(&h, BITMAP as usize);
             for s in 0..SLOTS {
                 if bm & (1 << s) != 0 && h[(FP + s) as usize] as u64 == fp(k) && c.load_u64(a + PAIRS + 16 * s) == k {

@@ -8,6 +8,12 @@
 //! a doubled directory written, `ofence`d and swapped in by the root pointer) and `ofence`; bump
 //! the old local depth and `ofence`; reset both states and `ofence`; unlock.
 //!
+//! Synchronisation: the directory is updated under its lock (Dash's `lock_dir`, a word of the
+//! directory's header line here), the root pointer is swapped by a `release`, and an operation
+//! finds its segment after an `acquire` of the root and of the directory's lock word, so it sees
+//! every directory update (and every segment published by one) that came before it; Dash reads the
+//! directory without locking, relying on x86-TSO loads being acquires.
+//!
 //! Recovery (Dash's, eager instead of lazy): walk the directory as CCEH does (a segment whose
 //! entries imply a deeper local depth gets it); a segment still in the splitting state also
 //! contributes the matching items of its `next` segment (the copy may be the only one left once the
@@ -25,6 +31,8 @@ use rustc_hash::FxHashSet;
 pub struct DashEh;
 
 const DIR_ENTRIES: u64 = 64;
+/// The directory's lock word (its header line: depth at 0).
+const DIR_LOCK: u64 = 8;
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "initial_depth", default: "2", unit: "bits", help: "initial global depth (2^d segments)" },
@@ -61,7 +69,8 @@ impl Ix {
         c.store_u64(seg + PATTERN, pat << 1);
         geo.clear_moved(c, seg, &masks);
         c.ofence();
-        let dir = c.load_u64(self.root);
+        let dir = c.acquire(self.root);
+        c.lock(dir + DIR_LOCK);
         let depth = c.load_u64(dir);
         let n = 1u64 << depth;
         let x = top(w, depth);
@@ -77,7 +86,7 @@ impl Ix {
             c.store(nd + DIR_ENTRIES, &e);
             c.store_u64(nd, depth + 1);
             c.ofence();
-            c.store_u64(self.root, nd);
+            c.release_value(self.root, nd);
         } else {
             let stride = 1u64 << (depth - ld);
             let loc = x - x % stride;
@@ -85,6 +94,7 @@ impl Ix {
             c.store(dir + DIR_ENTRIES + 8 * (loc + stride / 2), &half);
         }
         c.ofence();
+        c.unlock(dir + DIR_LOCK);
         c.store_u64(seg + LD, ld + 1);
         c.ofence();
         c.store_u64(seg + STATE, 0);
@@ -94,7 +104,8 @@ impl Ix {
     }
 
     fn segment(&self, c: &mut Ctx<'_>, w: u64) -> u64 {
-        let dir = c.load_u64(self.root);
+        let dir = c.acquire(self.root);
+        c.acquire(dir + DIR_LOCK);
         let depth = c.load_u64(dir);
         c.load_u64(dir + DIR_ENTRIES + 8 * top(w, depth))
     }

@@ -8,6 +8,9 @@
 //! new segment and `ofence`; store its directory entry and `ofence`; advance (level, next) with one
 //! 8 B store and `ofence`; clear the moved items' bits in the old segment and `ofence`; unlock.
 //!
+//! Synchronisation: (level, next) is advanced by a `release` and read by an `acquire` (an atomic
+//! word in Dash), so an operation that finds a new segment through it sees the expansion's stores.
+//!
 //! Recovery: (level, next) gives the segment count; each segment's live items are those whose
 //! linear-hashing address is that segment (stale copies left by an expansion caught before the
 //! bit clearing are ignored); version locks are reset.
@@ -82,7 +85,7 @@ impl Lh {
         c.store_u64(self.entry(ni), new);
         c.ofence();
         let nm = if next + 1 == span { (level + 1) << 32 } else { (level << 32) | (next + 1) };
-        c.store_u64(self.dir, nm);
+        c.release_value(self.dir, nm);
         c.ofence();
         geo.clear_moved(c, old, &masks);
         c.ofence();
@@ -91,7 +94,7 @@ impl Lh {
     }
 
     fn segment(&self, c: &mut Ctx<'_>, w: u64) -> u64 {
-        let meta = c.load_u64(self.dir);
+        let meta = c.acquire(self.dir);
         c.load_u64(self.entry(self.addr(w, meta)))
     }
 }

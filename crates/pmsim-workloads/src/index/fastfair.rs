@@ -14,13 +14,25 @@
 //!   `ofence`; insert the key; then insert the split key in the parent (same FAST insert, possibly
 //!   splitting) or write a new root, `ofence`, and swap the root pointer, `ofence`.
 //! - delete: the pointer of the deleted entry is set to its left neighbour's (making it a
-//!   duplicate), then entries shift left with an `ofence` at each line start.
+//!   duplicate), then entries shift left with an `ofence` at each line start. The `ofence` comes
+//!   *before* the first store into a new line, i.e. once the previous line is complete (as the
+//!   insert's shift does): FAST_FAIR's `remove_key` flushes the line it has just entered, which
+//!   leaves the completed line unordered before the next one and lets a crash expose an entry
+//!   whose key moved without its pointer (fixed the same way in later FAST_FAIR forks).
 //! - recovery (as FAST_FAIR's readers): skip duplicates; walk the leaf level by sibling pointers
 //!   ignoring keys at or above the sibling's first key (a split caught before the truncation);
 //!   every key must be reachable from the root by the B-link search.
 //!
 //! The value record is `ofence`d before the insert because any store of the shift can expose
 //! the new entry. Simplification: no node merge or redistribution on delete.
+//!
+//! Synchronisation: FAST_FAIR's readers are lock-free and rely on x86-TSO, where every store is a
+//! release and every load an acquire: a reader that reaches a node sees every store of the
+//! critical sections that completed on it. The trace says so explicitly (DESIGN.md §3): a lock-free
+//! visit of a node `acquire`s the node's mutex word (the last unlock released it), a new node's
+//! mutex is released once the node is written (its construction), and the root pointer is stored
+//! by a `release` and read by an `acquire`. Without these, a thread that found a fresh sibling
+//! through a racy read could insert into it before its creator's stores had landed.
 
 use super::common::*;
 use crate::ctx::{Ctx, Gen};
@@ -113,14 +125,21 @@ impl Ix {
         Node(c.load_bytes(n, NODE as usize))
     }
 
+    /// A lock-free visit: synchronise with the node's last critical section, then read it.
+    fn visit(c: &mut Ctx<'_>, n: u64) -> Node {
+        let mtx = c.peek(n + MTX, 8);
+        c.acquire(mtx);
+        Self::read(c, n)
+    }
+
     /// The node at `level` whose range holds `k` (B-link: move right past splits).
     fn find(&self, c: &mut Ctx<'_>, k: u64, level: u64) -> u64 {
-        let mut n = c.load_u64(self.root);
+        let mut n = c.acquire(self.root);
         loop {
-            let node = Self::read(c, n);
+            let node = Self::visit(c, n);
             c.compute(PROBE_COST * node.entries().len() as u64);
             let sib = node.sibling();
-            if sib != 0 && Self::read(c, sib).first_key().is_some_and(|f| k >= f) {
+            if sib != 0 && Self::visit(c, sib).first_key().is_some_and(|f| k >= f) {
                 n = sib;
                 continue;
             }
@@ -133,6 +152,13 @@ impl Ix {
 
     fn new_node(c: &mut Ctx<'_>) -> (u64, u64) {
         (c.alloc_pm(NODE, 64), c.alloc_dram(64, 64))
+    }
+
+    /// Constructs node `n` (its bytes `b`, persisted) and its mutex `mtx`.
+    fn construct(c: &mut Ctx<'_>, n: u64, mtx: u64, b: &[u8]) {
+        store_nonzero_lines(c, n, b);
+        c.ofence();
+        c.release_value(mtx, 0);
     }
 
     /// FAST: in-place shift with a fence at every line start.
@@ -186,7 +212,7 @@ impl Ix {
             c.lock(mtx);
             let node = Self::read(c, n);
             let sib = node.sibling();
-            if sib != 0 && Self::read(c, sib).first_key().is_some_and(|f| k > f) {
+            if sib != 0 && Self::visit(c, sib).first_key().is_some_and(|f| k > f) {
                 c.unlock(mtx);
                 n = sib;
                 continue;
@@ -221,8 +247,7 @@ impl Ix {
         put_u64(&mut b, SIBLING as usize, node.sibling());
         put_u64(&mut b, LEVEL as usize, level | ((cnt - first - 1) << 48));
         put_u64(&mut b, MTX as usize, smtx);
-        store_nonzero_lines(c, s, &b);
-        c.ofence();
+        Self::construct(c, s, smtx, &b);
         c.store_u64(n + SIBLING, s);
         c.ofence();
         let sw = c.peek(n + SWITCH, 1);
@@ -238,7 +263,7 @@ impl Ix {
             Self::insert_key(c, s, k, p, cnt - first);
             c.unlock(smtx);
         }
-        if c.load_u64(self.root) == n {
+        if c.acquire(self.root) == n {
             let (r, rmtx) = Self::new_node(c);
             let mut b = vec![0u8; NODE as usize];
             put_u64(&mut b, 0, n);
@@ -246,9 +271,8 @@ impl Ix {
             put_u64(&mut b, MTX as usize, rmtx);
             put_u64(&mut b, 32, split_key);
             put_u64(&mut b, 40, s);
-            store_nonzero_lines(c, r, &b);
-            c.ofence();
-            c.store_u64(self.root, r);
+            Self::construct(c, r, rmtx, &b);
+            c.release_value(self.root, r);
             c.ofence();
             c.unlock(mtx);
         } else {
@@ -268,7 +292,7 @@ impl Index for Ix {
 
     fn search(&mut self, c: &mut Ctx<'_>, w: u64) -> Option<u64> {
         let leaf = self.find(c, w, 0);
-        Self::read(c, leaf).entries().into_iter().find(|e| e.0 == w).map(|e| e.1)
+        Self::visit(c, leaf).entries().into_iter().find(|e| e.0 == w).map(|e| e.1)
     }
 
     fn delete(&mut self, c: &mut Ctx<'_>, w: u64) -> bool {
@@ -287,11 +311,11 @@ impl Index for Ix {
         }
         c.store_u64(rec(n, i) + 8, if i == 0 { node.leftmost() } else { node.ptr(i - 1) });
         for j in i..cnt {
+            if j > i && rec(n, j).is_multiple_of(64) {
+                c.ofence(); // the line just completed persists before the next one changes
+            }
             c.store_u64(rec(n, j), node.key(j + 1));
             c.store_u64(rec(n, j) + 8, node.ptr(j + 1));
-            if rec(n, j).is_multiple_of(64) {
-                c.ofence();
-            }
         }
         c.store_n(n + LAST, 2, (cnt - 2) & 0xffff);
         c.ofence();

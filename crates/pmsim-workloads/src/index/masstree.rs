@@ -18,6 +18,11 @@
 //!
 //! Simplification: keys are unique in their first 8-byte slice, so only the root layer exists
 //! (no lower trie layers); no deletes (the benchmark inserts).
+//!
+//! Synchronisation: a traversal reads each node's version word with an `acquire` (Masstree's
+//! `stable()` version read) before the node's other words, and the root pointer is read with an
+//! `acquire` and swapped with a `release`, so a reader sees every critical section that unlocked
+//! the node (and every node published through it) before it.
 
 use super::common::*;
 use crate::ctx::{Ctx, Gen};
@@ -89,11 +94,19 @@ impl Ix {
         Node(c.load_bytes(n, NODE as usize))
     }
 
+    /// An optimistic visit: acquire the version word, then read the rest of the node.
+    fn visit(c: &mut Ctx<'_>, n: u64) -> Node {
+        let v = c.acquire(n);
+        let mut b = v.to_le_bytes().to_vec();
+        b.extend(c.load_bytes(n + 8, NODE as usize - 8));
+        Node(b)
+    }
+
     /// The node at `level` whose range holds `k` (B-link: move right past splits).
     fn find(c: &mut Ctx<'_>, root: u64, k: u64, level: u64) -> u64 {
-        let mut n = c.load_u64(root);
+        let mut n = c.acquire(root);
         loop {
-            let node = Self::read(c, n);
+            let node = Self::visit(c, n);
             c.compute(PROBE_COST * node.entries().len() as u64);
             let next = node.get(NEXT);
             if next != 0 && k >= c.load_u64(next + HIGHEST) {
@@ -157,7 +170,7 @@ impl Ix {
         c.ofence();
         c.store_u64(n + PERM, perm_encode(keep, &slots));
         c.ofence();
-        if c.load_u64(self.root) == n {
+        if c.acquire(self.root) == n {
             let r = c.alloc_pm(NODE, 64);
             let mut b = vec![0u8; NODE as usize];
             put_u64(&mut b, PERM as usize, perm_encode(1, &(0..WIDTH).collect::<Vec<_>>()));
@@ -167,7 +180,7 @@ impl Ix {
             put_u64(&mut b, ENTRIES as usize + 8, nr);
             store_nonzero_lines(c, r, &b);
             c.ofence();
-            c.store_u64(self.root, r);
+            c.release_value(self.root, r);
             c.ofence();
         } else {
             self.insert_at(c, level + 1, split_key, nr);
@@ -184,7 +197,7 @@ impl Index for Ix {
     }
     fn search(&mut self, c: &mut Ctx<'_>, w: u64) -> Option<u64> {
         let n = Self::find(c, self.root, w, 0);
-        Self::read(c, n).entries().into_iter().find(|e| e.0 == w).map(|e| e.1)
+        Self::visit(c, n).entries().into_iter().find(|e| e.0 == w).map(|e| e.1)
     }
 }
 

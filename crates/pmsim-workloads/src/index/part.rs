@@ -20,6 +20,10 @@
 //!   located by the node's level (as ROWEX does).
 //! - recovery: walk from the root; every leaf's key must agree with every byte on its path; locks
 //!   are reset.
+//!
+//! Synchronisation: a traversal reads each node's version word with an `acquire` (an atomic load
+//! in RECIPE's code) before the rest of the node, so it sees every critical section that unlocked
+//! the node before it (and, through the parent, every node published there).
 
 use super::common::*;
 use crate::ctx::{Ctx, Gen};
@@ -132,6 +136,14 @@ struct Ix {
 }
 
 impl Ix {
+    /// Visits a node: acquire its version word, then read the rest of its header.
+    fn header(c: &mut Ctx<'_>, n: u64) -> Vec<u8> {
+        let v = c.acquire(n);
+        let mut h = v.to_le_bytes().to_vec();
+        h.extend(c.load_bytes(n + 8, BODY as usize - 8));
+        h
+    }
+
     fn write_new(c: &mut Ctx<'_>, b: &[u8]) -> u64 {
         let n = c.alloc_pm(b.len() as u64, 64);
         store_nonzero_lines(c, n, b);
@@ -195,7 +207,7 @@ impl Index for Ix {
         let mut node = c.load_u64(self.root);
         let (mut parent, mut pkey, mut depth) = (0u64, 0u64, 0u64);
         loop {
-            let h = c.load_bytes(node, BODY as usize);
+            let h = Self::header(c, node);
             let t = h[TYPE as usize];
             let level = h[LEVEL as usize] as u64;
             let plen = h[PLEN as usize] as u64;
@@ -264,7 +276,7 @@ impl Index for Ix {
     fn search(&mut self, c: &mut Ctx<'_>, w: u64) -> Option<u64> {
         let mut node = c.load_u64(self.root);
         loop {
-            let h = c.load_bytes(node, BODY as usize);
+            let h = Self::header(c, node);
             let t = h[TYPE as usize];
             let s = Self::slot(c, node, t, kbyte(w, h[LEVEL as usize] as u64))?;
             let next = c.load_u64(s);
