@@ -304,6 +304,11 @@ impl Simulator {
                 true
             }
             Kind::Load | Kind::Acquire => {
+                if self.design.loads_wait_for_barriers() && self.m.cores[c].sb.iter().any(|e| e.kind.is_barrier()) {
+                    self.m.cores[c].wait_sb_empty = true;
+                    self.m.block_core(c, StallCause::Fence, now);
+                    return false;
+                }
                 if ev.kind == Kind::Acquire && !self.sync_ready(ev.addr, ev.aux, c, false) {
                     self.m.block_core(c, StallCause::Sync, now);
                     return false;

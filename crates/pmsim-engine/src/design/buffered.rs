@@ -788,6 +788,10 @@ impl super::Design for Buffered {
         matches!(kind, Kind::Dfence | Kind::Sfence | Kind::Mfence)
     }
 
+    fn loads_wait_for_barriers(&self) -> bool {
+        self.promise == Promise::Ep
+    }
+
     fn admit_store(&mut self, _m: &mut Machine, c: usize, line: u64) -> Result<(), StallCause> {
         let core = &mut self.cores[c];
         let epoch = core.et.back().expect("current epoch").ts;

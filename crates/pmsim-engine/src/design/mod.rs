@@ -75,6 +75,13 @@ pub trait Design: Send {
     /// Does the core wait for this fence to retire from the store buffer?
     fn fence_blocks_core(&self, kind: Kind) -> bool;
 
+    /// Must a load wait while an ofence/dfence is still in the store buffer? Under epoch
+    /// persistency a barrier orders the loads after it too; a load passing a buffered barrier
+    /// would attach a remote conflict to an epoch that lacks the stores before the barrier.
+    fn loads_wait_for_barriers(&self) -> bool {
+        false
+    }
+
     /// May a PM store to `line` perform now? If not, the drain stalls with the returned cause until
     /// the design calls [`Machine::resume_drain`].
     fn admit_store(&mut self, _m: &mut Machine, _core: usize, _line: u64) -> Result<(), StallCause> {
