@@ -57,7 +57,7 @@ impl Closure {
         let mut r = Req::empty(g.threads);
         // Barriers: every earlier epoch. RP release rule: every store before it in its epoch
         // (explicit edges in the graph, each already implied by this prefix).
-        r.c[t] = if g.model == Model::Rp && (node.rel || node.acq) { node.pos } else { g.epoch_pos(t, node.epoch) };
+        r.c[t] = if g.model == Model::Rp && node.rel { node.pos } else { g.epoch_pos(t, node.epoch) };
         if let Some(&j) = self.perf_epochs[t].range(..node.epoch).next_back() {
             if let Some(u) = self.eu[t].get(&j) {
                 r.merge(u, &g);
