@@ -83,6 +83,7 @@ proptest! {
         threads in 2usize..4,
         steps in prop::collection::vec(step(3), 1..14),
         pb in 1usize..4, et in 1usize..4, rt in 1usize..4, wpq in 1usize..4,
+        ack_after_read in any::<bool>(),
     ) {
         let steps: Vec<Step> = steps.into_iter().map(|s| match s {
             Step::Critical { thread, ops, fenced } => Step::Critical { thread: thread % threads, ops, fenced },
@@ -96,6 +97,7 @@ proptest! {
         cfg.et.entries = et;
         cfg.rt.entries = rt;
         cfg.mc.wpq_entries = wpq;
+        cfg.rt.early_ack = if ack_after_read { "after_read" } else { "accept" }.into();
         for d in DESIGNS {
             let req = Request {
                 trace: trace.clone(),

@@ -93,6 +93,7 @@ config! {
     rt: RtCfg {
         entries: usize = 32, "records", "recovery table per MC (ASAP undo + delay records)";
         bloom_counters: usize = 256, "counters", "counting Bloom filter per MC for NACKed lines";
+        early_ack: String = "accept".into(), "name", "when an MC acknowledges an early flush that creates an undo record: accept (the record, in the ADR domain, holds the write while the PM read of the old line is in flight) | after_read (only once the read returned and the write entered the WPQ)";
     }
     hops: HopsCfg {
         poll_cycles: u64 = 500, "cycles", "global TS register polling period";
@@ -242,6 +243,12 @@ impl Config {
             return Err(param_err(
                 "mc.mapping",
                 format!("unknown mapper '{}' (valid: interleave, xor)", self.mc.mapping),
+            ));
+        }
+        if !["accept", "after_read"].contains(&self.rt.early_ack.as_str()) {
+            return Err(param_err(
+                "rt.early_ack",
+                format!("unknown policy '{}' (valid: accept, after_read)", self.rt.early_ack),
             ));
         }
         if self.mc.wpq_entries == 0 {

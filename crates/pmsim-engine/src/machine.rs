@@ -313,8 +313,34 @@ pub struct CoreHw {
 pub struct SyncAddr {
     /// How many sync events on this address have performed.
     pub performed: u32,
+    /// How many of them were releasing (release, rmw).
+    pub released: u32,
     /// Core that performed the last release or rmw on it.
     pub last_releaser: Option<u16>,
+    /// Cores waiting to perform a sync event on this address (at most one per core).
+    pub waiters: Vec<SyncWaiter>,
+}
+
+/// A core blocked on a sync event whose predecessors (see `pmsim_trace::Event::aux`) have not
+/// all performed.
+#[derive(Clone, Copy)]
+pub struct SyncWaiter {
+    pub core: u16,
+    /// The event is an acquire (waits on `released`), else a release/rmw (waits on `performed`).
+    pub acquire: bool,
+    pub need: u32,
+    /// Blocked at the store buffer's head (release/rmw) rather than at issue (acquire).
+    pub drain: bool,
+}
+
+impl SyncAddr {
+    pub fn ready(&self, acquire: bool, need: u32) -> bool {
+        if acquire {
+            self.released >= need
+        } else {
+            self.performed >= need
+        }
+    }
 }
 
 pub struct Machine {
@@ -330,8 +356,6 @@ pub struct Machine {
     pub coherent: CoherentMemory,
     pub pm: Vec<PmRange>,
     pub sync: FxHashMap<u64, SyncAddr>,
-    /// Waiters on sync ordinals: (address, ordinal) -> (core, is_drain).
-    pub sync_waiters: FxHashMap<(u64, u32), (usize, bool)>,
     pub record: Option<RunRecord>,
     /// NVM lines written since the crash-image tracker last looked (only while tracking data).
     pub nvm_written: Vec<u64>,
@@ -389,7 +413,6 @@ impl Machine {
             coherent: CoherentMemory::default(),
             pm,
             sync: FxHashMap::default(),
-            sync_waiters: FxHashMap::default(),
             record: if record { Some(RunRecord::default()) } else { None },
             track_data: true,
             nvm_written: Vec::new(),

@@ -7,7 +7,7 @@
 //! flushes and releases enter the TSO store buffer, whose head performs through the design.
 
 use crate::design::{Design, PmStore, Step};
-use crate::machine::{Ev, Machine, SbEntry, StallCause};
+use crate::machine::{Ev, Machine, SbEntry, StallCause, SyncWaiter};
 use crate::mem::nvm::LineData;
 use crate::Config;
 use pmsim_trace::{Chunk, Event, EventSource, Kind, PmRange, TraceError, LINE_BYTES};
@@ -309,7 +309,7 @@ impl Simulator {
                     self.m.block_core(c, StallCause::Fence, now);
                     return false;
                 }
-                if ev.kind == Kind::Acquire && !self.sync_ready(ev.addr, ev.aux, c, false) {
+                if ev.kind == Kind::Acquire && !self.sync_ready(ev.addr, true, ev.aux, c, false) {
                     self.m.block_core(c, StallCause::Sync, now);
                     return false;
                 }
@@ -407,13 +407,18 @@ impl Simulator {
         lat
     }
 
-    /// Whether sync ordinal `aux` on `addr` may perform; if not, registers the waiter.
-    fn sync_ready(&mut self, addr: u64, aux: u32, c: usize, drain: bool) -> bool {
-        let performed = self.m.sync.get(&addr).map(|s| s.performed).unwrap_or(0);
-        if performed >= aux {
+    /// Whether a sync event on `addr` with ordinal `aux` may perform (an acquire once `aux`
+    /// releasing events performed, a release/rmw once `aux` sync events did); if not, registers
+    /// the waiter.
+    fn sync_ready(&mut self, addr: u64, acquire: bool, aux: u32, c: usize, drain: bool) -> bool {
+        if aux == 0 {
             return true;
         }
-        self.m.sync_waiters.insert((addr, aux), (c, drain));
+        let s = self.m.sync.entry(addr).or_default();
+        if s.ready(acquire, aux) {
+            return true;
+        }
+        s.waiters.push(SyncWaiter { core: c as u16, acquire, need: aux, drain });
         false
     }
 
@@ -423,30 +428,34 @@ impl Simulator {
         self.m.sync.get(&addr).and_then(|s| s.last_releaser).map(|r| r as usize).filter(|&r| r != c)
     }
 
-    /// Records a sync event as performed and wakes the next one on the address. Returns the
-    /// core it synchronises with (the last releaser, if another core).
+    /// Records a sync event as performed and wakes the waiters it makes ready. Returns the core
+    /// it synchronises with (the last releaser, if another core).
     fn sync_performed(&mut self, addr: u64, gid: u64, c: usize, releases: bool) -> Option<usize> {
         let s = self.m.sync.entry(addr).or_default();
         s.performed += 1;
-        let ordinal = s.performed;
         let releaser = s.last_releaser.map(|r| r as usize).filter(|&r| r != c);
         if releases {
+            s.released += 1;
             s.last_releaser = Some(c as u16);
         }
         let now = self.m.now;
         if let Some(r) = &mut self.m.record {
             r.syncs.push(pmsim_trace::SyncPerform { time: now, gid, thread: c as u16, addr });
         }
-        if let Some((w, drain)) = self.m.sync_waiters.remove(&(addr, ordinal)) {
-            if drain {
-                let core = &mut self.m.cores[w];
+        loop {
+            let Some(s) = self.m.sync.get_mut(&addr) else { break };
+            let Some(i) = s.waiters.iter().position(|w| s.ready(w.acquire, w.need)) else { break };
+            let w = s.waiters.remove(i);
+            let wc = w.core as usize;
+            if w.drain {
+                let core = &mut self.m.cores[wc];
                 core.drain_stall = None;
                 if !core.drain_scheduled {
                     core.drain_scheduled = true;
-                    self.m.schedule(now, Ev::Drain(w as u16));
+                    self.m.schedule(now, Ev::Drain(w.core));
                 }
             } else {
-                self.m.wake_core(w);
+                self.m.wake_core(wc);
             }
         }
         releaser
@@ -564,7 +573,7 @@ impl Simulator {
                     }
                 }
                 Kind::Release | Kind::Rmw => {
-                    if !self.sync_ready(head.addr, head.aux, c, true) {
+                    if !self.sync_ready(head.addr, false, head.aux, c, true) {
                         self.m.cores[c].drain_stall = Some(StallCause::Sync);
                         return;
                     }

@@ -207,3 +207,29 @@ fn fig13_eager_flushing_uses_both_mcs() {
     assert!(asap.design_stats["early_flushes"] > 0.5 * asap.pm_stores as f64 / 4.0);
     assert!(hops.design_stats["flush_stall_pct"] > 50.0);
 }
+
+/// An early flush that creates an undo record is acknowledged when the record takes it
+/// (`rt.early_ack=accept`, the default: the record is in the ADR domain) or only after the PM read
+/// of the old line returned (`after_read`). Either way the undo read is made, memory ends with the
+/// epoch's value, and the dfence waits for the read (the commit needs the write in the WPQ).
+#[test]
+fn early_flush_ack_waits_for_the_undo_read_only_when_asked() {
+    let src = format!("# pmsim trace v1\nthreads 1\nT0 store {X:#x} 8 1\nT0 ofence\nT0 store {Y:#x} 8 2\nT0 dfence\n");
+    let c = Config::default();
+    let mut ack_delay = Vec::new();
+    for policy in ["accept", "after_read"] {
+        let mut cfg = c.clone();
+        cfg.rt.early_ack = policy.into();
+        let s = sim(&src, "asap-rp", &cfg);
+        let flush_y = notes(&s, "flush-early", Y).next().unwrap().time;
+        let ack_y = notes(&s, "ack", Y).next().unwrap().time;
+        assert_eq!(notes(&s, "undo", Y).count(), 1, "{policy}");
+        assert_eq!(s.m.nvm.get(Y).unwrap().data, 2, "{policy}");
+        let st = RunStats::collect(&s);
+        assert_eq!(st.design_stats["undo_pm_reads"], 1.0, "{policy}");
+        assert!(st.sim_time_ns >= c.pb.flush_ns + c.pm.read_ns, "{policy}: the dfence waited for the undo read");
+        ack_delay.push((ack_y - flush_y) as f64 / 1000.0);
+    }
+    assert_eq!(ack_delay[0], c.pb.flush_ns + c.noc.hop_ns, "accept: flush there, ACK back");
+    assert!(ack_delay[1] >= c.pb.flush_ns + c.pm.read_ns + c.noc.hop_ns, "after_read: {ack_delay:?}");
+}

@@ -138,3 +138,28 @@ fn tracking_data_does_not_change_timing() {
         assert!(!b.m.coherent.lines.is_empty() && a.m.coherent.lines.is_empty());
     }
 }
+
+/// DESIGN.md §3: sync events follow the global order only where it decides what they read.
+/// T0 reaches its sync event after `compute 20000` (5 µs at the default clock and IPC).
+fn sync_after_compute(t0: &str, t1: &str) -> RunStats {
+    let arg = |e: &str| if e == "rmw" { "0x2000 8" } else { "0x2000" };
+    let src = format!("# pmsim trace v1\nthreads 2\nT0 compute 20000\nT0 {t0} {}\nT1 {t1} {}\n", arg(t0), arg(t1));
+    run(&src, "eadr", &Config::default())
+}
+
+#[test]
+fn acquires_between_releases_do_not_wait_for_each_other() {
+    let c = Config::default();
+    let compute_ns = 20000.0 / c.core.ipc / c.core.freq_ghz;
+    let s = sync_after_compute("acquire", "acquire");
+    assert!(s.cores[1].finish_ns < compute_ns, "T1's acquire waited for T0's: {}", s.cores[1].finish_ns);
+    assert_eq!(s.cores[1].stall_cycles["sync"], 0);
+    for (t0, t1) in [("release", "acquire"), ("acquire", "release"), ("release", "release"), ("acquire", "rmw")] {
+        let s = sync_after_compute(t0, t1);
+        assert!(s.cores[1].finish_ns >= compute_ns, "{t0} then {t1}: T1 did not wait ({})", s.cores[1].finish_ns);
+        if t1 == "acquire" {
+            // (a release or rmw waits at the store buffer's head, not as a core stall)
+            assert!(s.cores[1].stall_cycles["sync"] > 0, "{t0} then {t1}");
+        }
+    }
+}

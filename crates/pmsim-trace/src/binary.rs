@@ -20,7 +20,8 @@ use crate::{PmRange, TraceError};
 use std::io::{Read, Seek, SeekFrom, Write};
 
 pub const MAGIC: &[u8; 8] = b"PMSIMTRB";
-pub const VERSION: u16 = 1;
+/// Version 2: an acquire's `aux` counts the releasing events before it, not every sync event.
+pub const VERSION: u16 = 2;
 pub const FLAG_LZ4: u16 = 1;
 const TAG_END: u8 = 0;
 const TAG_BLOCK: u8 = 1;

@@ -126,8 +126,12 @@ impl Kind {
 /// - memory events: `addr`, `size` (bytes, 1..=64, within one 64 B line); `has_value` tells
 ///   whether `data` holds the value (inline little-endian for `size <= 8`, else the offset of
 ///   `size` bytes in the chunk's byte arena).
-/// - `acquire`/`release`/`rmw`: `aux` = the event's ordinal among the sync events on its address
-///   in global order (0 for the first). The engine performs ordinal k only after k-1.
+/// - `acquire`: `aux` = how many releasing events (`release`, `rmw`) on its address precede it in
+///   global order; the engine performs it once that many have performed, so acquires between two
+///   releases may perform in any order (they only read).
+/// - `release`/`rmw`: `aux` = how many sync events of any kind on its address precede it in
+///   global order; the engine performs it once all of them have, so every acquire still reads
+///   the value the trace's order gives it.
 /// - `begin`/`end`: `addr` = label id (index into the trace's label table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {

@@ -311,7 +311,8 @@ mod tests {
         assert_eq!(t0[0].data, 0x2a);
         assert_eq!(t0[0].gid, 0);
         assert_eq!(t.threads[1].events[0].gid, 2);
-        // sync ordinals per address in global order: acquire, release (T1), rmw (T0)
+        // sync ordinals on 0x2000 in global order: acquire (no release before it), release (one
+        // sync event before it), rmw (two before it)
         assert_eq!(t.threads[1].events[0].aux, 0);
         assert_eq!(t.threads[1].events[2].aux, 1);
         assert_eq!(t0[2].aux, 2);

@@ -112,7 +112,8 @@ pub trait EventSink {
 #[derive(Default)]
 pub struct Sequencer {
     next_gid: u64,
-    sync_counts: FxHashMap<u64, u32>,
+    /// Per sync address: (sync events so far, releasing events — release or rmw — so far).
+    sync_counts: FxHashMap<u64, (u32, u32)>,
 }
 
 impl Sequencer {
@@ -120,9 +121,14 @@ impl Sequencer {
         ev.gid = self.next_gid;
         self.next_gid += 1;
         if ev.kind.is_sync() {
-            let c = self.sync_counts.entry(ev.addr).or_insert(0);
-            ev.aux = *c;
-            *c += 1;
+            let (all, releases) = self.sync_counts.entry(ev.addr).or_insert((0, 0));
+            if ev.kind == Kind::Acquire {
+                ev.aux = *releases;
+            } else {
+                ev.aux = *all;
+                *releases += 1;
+            }
+            *all += 1;
         }
     }
     pub fn next_gid(&self) -> u64 {

@@ -54,6 +54,9 @@ const COMMIT_ACK: u16 = 8;
 const CDR: u16 = 9;
 const POLL: u16 = 10;
 const POLL_DONE: u16 = 11;
+const UNDO_ACCEPT: u16 = 12;
+/// `Record::ack_entry` when the flush was acknowledged at acceptance.
+const NO_ACK: u64 = u64::MAX;
 
 #[derive(Clone, Debug)]
 struct Dep {
@@ -169,6 +172,9 @@ pub struct Buffered {
     rts: Vec<RecoveryTable>,
     /// Per MC, commits waiting for their delay writes: (core, ts, writes outstanding).
     commit_waits: Vec<Vec<(u16, u64, u32)>>,
+    /// Acknowledge an early flush as soon as its undo record holds it (`rt.early_ack=accept`).
+    ack_on_accept: bool,
+
     /// HOPS global timestamp register: per core, the newest persisted epoch.
     global_ts: Vec<u64>,
     et_cap: usize,
@@ -212,6 +218,7 @@ impl Buffered {
             free_packets: Vec::new(),
             rts: (0..cfg.mc.count).map(|_| RecoveryTable::new(cfg.rt.entries, cfg.rt.bloom_counters)).collect(),
             commit_waits: vec![Vec::new(); cfg.mc.count],
+            ack_on_accept: cfg.rt.early_ack == "accept",
             global_ts: vec![0; n],
             et_cap: if policy == Policy::Asap { cfg.et.entries } else { usize::MAX },
             wbb_cap: cfg.pb.wbb_entries as u32,
@@ -584,6 +591,8 @@ impl Buffered {
                     fresh: 0,
                     pending_write: None,
                     ack_entry: p.entry,
+                    accepted: true,
+                    commit_pending: false,
                 });
                 self.c.delay += 1;
                 m.note("delay", p.core as usize, p.data.line);
@@ -596,7 +605,10 @@ impl Buffered {
             return self.nack(m, mc, p);
         }
         // Table I, early flush without an undo record: read the old contents from PM, keep them
-        // as the undo record, then write speculatively.
+        // as the undo record, then write speculatively. The record (ADR domain) holds the write
+        // meanwhile, so with `early_ack=accept` the flush is acknowledged now: a crash before the
+        // read returns finds memory not yet updated and drops the uncommitted write.
+        let ack_now = self.ack_on_accept;
         rt.push(Record {
             kind: RecordKind::Undo,
             line: p.data.line,
@@ -607,11 +619,16 @@ impl Buffered {
             reading: true,
             fresh: 0,
             pending_write: Some(p.data),
-            ack_entry: p.entry,
+            ack_entry: if ack_now { NO_ACK } else { p.entry },
+            accepted: false,
+            commit_pending: false,
         });
         self.c.undo += 1;
         self.c.pm_undo_reads += 1;
         m.note("undo", p.core as usize, p.data.line);
+        if ack_now {
+            m.schedule_design(m.now + m.hop_ps, ack);
+        }
         m.mc_read_local(mc, p.data.line, Self::ev(UNDO_READ, p.core as usize, ((mc as u64) << 58) | p.data.line));
     }
 
@@ -701,16 +718,50 @@ impl Buffered {
             }
         }
         u.reading = false;
-        let write = u.pending_write.take();
-        let ack = Self::ev(ACK, u.core as usize, u.ack_entry);
-        if let Some(w) = write {
-            m.mc_write(mc, w, Some(ack));
+        let core = u.core as usize;
+        match u.pending_write.take() {
+            Some(w) => m.mc_write(mc, w, Some(Self::ev(UNDO_ACCEPT, core, ((mc as u64) << 58) | line))),
+            None => u.accepted = true,
+        }
+    }
+
+    /// The WPQ took an undo record's speculative write (the reply crossed one hop, as an ACK
+    /// would): acknowledge the flush if that waited for it, and finish a commit that did.
+    fn undo_accept(&mut self, m: &mut Machine, mc: usize, line: u64) {
+        let rt = &mut self.rts[mc];
+        let Some(i) =
+            rt.records.iter().position(|r| r.kind == RecordKind::Undo && r.line == line && !r.reading && !r.accepted)
+        else {
+            return;
+        };
+        let u = &mut rt.records[i];
+        u.accepted = true;
+        let (core, epoch) = (u.core as usize, u.epoch);
+        if u.ack_entry != NO_ACK {
+            m.schedule_design(m.now, Self::ev(ACK, core, u.ack_entry));
+        }
+        if u.commit_pending {
+            rt.records.remove(i);
+            m.persist_version += 1;
+            self.commit_write_done(m, core, mc, epoch);
         }
     }
 
     fn commit_arrive(&mut self, m: &mut Machine, c: usize, mc: usize, ts: u64) {
         let rt = &mut self.rts[mc];
-        rt.records.retain(|r| !(r.kind == RecordKind::Undo && r.core as usize == c && r.epoch == ts));
+        // An undo record whose speculative write the WPQ has not taken yet (its PM read is in
+        // flight, or the WPQ is full) still holds that write: the commit completes only once the
+        // WPQ has it, like a delay record's write.
+        let mut held = 0u32;
+        rt.records.retain_mut(|r| {
+            let mine = r.kind == RecordKind::Undo && r.core as usize == c && r.epoch == ts;
+            if mine && (r.reading || !r.accepted) {
+                r.commit_pending = true;
+                held += 1;
+                return true;
+            }
+            !mine
+        });
         let mut delays = Vec::new();
         rt.records.retain(|r| {
             let mine = r.kind == RecordKind::Delay && r.core as usize == c && r.epoch == ts;
@@ -720,14 +771,15 @@ impl Buffered {
             !mine
         });
         m.persist_version += 1;
-        if delays.is_empty() {
+        if delays.is_empty() && held == 0 {
             m.schedule_design(m.now + m.hop_ps, Self::ev(COMMIT_ACK, c, ts));
             return;
         }
-        self.commit_waits[mc].push((c as u16, ts, delays.len() as u32));
+        self.commit_waits[mc].push((c as u16, ts, delays.len() as u32 + held));
         for d in delays {
             let reply = Self::ev(COMMIT_WRITE, c, ((mc as u64) << 48) | ts);
-            self.safe_write(m, mc, d, Some(reply), None);
+            // As the writer's own: an undo record of this epoch still held above is older.
+            self.safe_write(m, mc, d, Some(reply), Some((c as u16, ts)));
         }
     }
 
@@ -904,6 +956,7 @@ impl super::Design for Buffered {
             ACK => self.on_ack(m, c, ev.arg),
             NACK => self.on_nack(m, c, ev.arg),
             UNDO_READ => self.undo_read_done(m, (ev.arg >> 58) as usize, ev.arg & ((1 << 58) - 1)),
+            UNDO_ACCEPT => self.undo_accept(m, (ev.arg >> 58) as usize, ev.arg & ((1 << 58) - 1)),
             COMMIT_ARRIVE => self.commit_arrive(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
             COMMIT_WRITE => self.commit_write_done(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
             COMMIT_ACK => self.commit_ack(m, c, ev.arg),

@@ -31,8 +31,14 @@ pub struct Record {
     pub fresh: u8,
     /// Undo: the speculative write waiting for the read.
     pub pending_write: Option<LineData>,
-    /// The PB entry to acknowledge when the speculative write is accepted.
+    /// The PB entry to acknowledge when the speculative write is accepted (none if the flush
+    /// was acknowledged when the record took it).
     pub ack_entry: u64,
+    /// Undo: the WPQ has taken the speculative write.
+    pub accepted: bool,
+    /// Undo: its epoch's commit arrived while the record still held the write; the record goes
+    /// (and the commit completes) once the WPQ takes it.
+    pub commit_pending: bool,
 }
 
 pub struct RecoveryTable {
