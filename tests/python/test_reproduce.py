@@ -36,3 +36,13 @@ def test_reproduce_asap_quick(cli, tmp_path: Path):
     assert md[0].startswith("| workload | baseline |") and md[1].startswith("|---|")
     assert len(md) == len(fig8) + 2
     assert not list(d.glob("*.partial"))
+    bw = pd.read_csv(d / "fig13_bandwidth.csv")
+    assert sorted(set(bw.threads)) == [1, 4]
+    assert (bw[bw.design == "hops-rp"].vs_hops_rp == 1.0).all()
+    dur = pd.read_csv(d / "fig8_durable_every.csv", index_col=0)
+    assert list(dur.index) == [1, 4, 16]
+    assert (dur["baseline"] == 1.0).all()
+    # K=1 is Fig 8's own run: the same geomeans
+    for design in dur.columns:
+        assert abs(dur.loc[1, design] - fig8.loc["geomean", design]) < 1e-3, design
+    assert (d / "fig8_durable_every.png").read_bytes()[:8] == PNG

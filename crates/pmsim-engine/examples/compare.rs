@@ -1,5 +1,6 @@
 //! Every design on every workload: simulated time and speedup over the baseline.
-//! `cargo run --release -p pmsim-engine --example compare [ops] [threads]`
+//! `cargo run --release -p pmsim-engine --example compare [ops] [threads] [param=value ...]`
+//! (extra workload parameters, e.g. `compute=1000`, go to every workload that has them)
 
 use pmsim_engine::{simulate, Config};
 use std::sync::Arc;
@@ -18,6 +19,14 @@ fn main() {
         let mut p = std::collections::BTreeMap::new();
         p.insert("ops".to_string(), ops.clone());
         p.insert("threads".to_string(), threads.clone());
+        let known = pmsim_workloads::find(w).map(|x| x.params()).unwrap_or_default();
+        for kv in args.iter().skip(3) {
+            if let Some((k, v)) = kv.split_once('=') {
+                if known.iter().chain(pmsim_workloads::params::COMMON).any(|s| s.name == k) {
+                    p.insert(k.to_string(), v.to_string());
+                }
+            }
+        }
         let t = Arc::new(pmsim_workloads::generate(w, &p).expect("workload").trace);
         print!("{w:16}");
         let mut base = 0.0;

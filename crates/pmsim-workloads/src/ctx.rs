@@ -110,6 +110,8 @@ pub struct Gen {
     pub log: OpLog,
     /// Per thread: ops ended since that thread's last dfence (their durability gid is pending).
     pending: Vec<Vec<usize>>,
+    /// `durable_every`: operations per end-of-operation dfence.
+    durable_every: usize,
 }
 
 impl Gen {
@@ -120,6 +122,7 @@ impl Gen {
             rng: Rng::new(p.seed),
             log: OpLog::default(),
             pending: vec![Vec::new(); p.threads],
+            durable_every: p.get("durable_every").max(1) as usize,
         }
     }
 
@@ -269,6 +272,12 @@ impl Ctx<'_> {
             self.g.log.ops[i].durable_at = Some(gid);
         }
         gid
+    }
+
+    /// The dfence that ends an operation the original program makes durable before returning;
+    /// with `durable_every = K` only every K-th of the thread's operations issues it.
+    pub fn op_dfence(&mut self) -> Option<u64> {
+        (self.g.pending[self.thread].len() >= self.g.durable_every).then(|| self.dfence())
     }
 
     /// Acquire of `addr` (an annotated 8-byte load).

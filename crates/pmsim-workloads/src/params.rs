@@ -19,6 +19,12 @@ pub const COMMON: &[ParamSpec] = &[
     ParamSpec { name: "seed", default: "1", unit: "", help: "seed of every random choice (keys, interleaving)" },
     ParamSpec { name: "key_size", default: "16", unit: "bytes", help: "key size (16..=128)" },
     ParamSpec { name: "value_size", default: "64", unit: "bytes", help: "value size (16..=128)" },
+    ParamSpec {
+        name: "durable_every",
+        default: "1",
+        unit: "operations",
+        help: "operations per durability fence where an operation ends with one (1: each is durable when it returns, as in the original programs; K: a dfence after every K-th, which makes the K-1 before it durable too)",
+    },
 ];
 
 #[derive(Debug, thiserror::Error)]

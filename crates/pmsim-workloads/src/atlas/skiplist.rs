@@ -179,7 +179,7 @@ impl Workload for AtlasSkiplist {
             let idx = c.g.log.ops.len() as u32;
             hist.record(idx, words, &c.g.heap);
             c.end(label, rec);
-            c.dfence();
+            c.op_dfence();
             c.unlock(lock);
         });
         let (trace, log) = g.finish();

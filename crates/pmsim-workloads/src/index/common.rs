@@ -109,7 +109,7 @@ pub fn drive(p: &Params, g: &mut Gen, ix: &mut dyn Index, mix: Mix) -> Truth {
                 let ok = ix.delete(c, w);
                 assert!(ok, "delete missed key {w:#x}");
                 c.end("delete", OpRecord { op: OP_DELETE, key: id, value: rec, ..Default::default() });
-                c.dfence();
+                c.op_dfence();
             }
             return;
         }
@@ -133,7 +133,7 @@ pub fn drive(p: &Params, g: &mut Gen, ix: &mut dyn Index, mix: Mix) -> Truth {
         ix.insert(c, w, rec);
         live.push((id, rec));
         c.end("insert", OpRecord { op: OP_INSERT, key: id, value: rec, ..Default::default() });
-        c.dfence();
+        c.op_dfence();
     });
     t
 }

@@ -229,7 +229,7 @@ impl Workload for Memcached {
             hist.record(idx, words, &c.g.heap);
             keyh.entry(key).or_default().push((idx, KeyEvent::Set(tag)));
             c.end("set", OpRecord { op: 1, key, value: tag, ..Default::default() });
-            c.dfence();
+            c.op_dfence();
             c.unlock(cache_lock);
         });
         let (trace, log) = g.finish();

@@ -114,7 +114,7 @@ impl Workload for NStore {
                 let idx = c.g.log.ops.len() as u32;
                 hist.record(idx, words, &c.g.heap);
                 c.end(label, OpRecord { op: 1, key, value: tag, ..Default::default() });
-                c.dfence();
+                c.op_dfence();
             } else {
                 let v = c.load_bytes(l.val(key), l.vs);
                 let t = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));

@@ -177,7 +177,7 @@ impl Workload for Vacation {
             hist.record(idx, words, &c.g.heap);
             c.end(label, OpRecord { op, key, value: txid, ..Default::default() });
             if op != OP_READ {
-                c.dfence();
+                c.op_dfence();
             }
             // Volatile bookkeeping (client statistics) before releasing the coarse lock.
             c.compute(book);
