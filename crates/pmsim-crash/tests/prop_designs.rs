@@ -76,7 +76,7 @@ fn build(threads: usize, steps: &[Step]) -> pmsim_trace::Trace {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
     fn correct_designs_never_violate_their_model(

@@ -1,7 +1,11 @@
 //! ASAP (Yadalam et al., HPCA'22): eager flushing with speculative updates at the memory
 //! controllers. Persist buffer and epoch table per core; undo and delay records in a recovery
 //! table per MC, handled exactly as Table I; undo records are created by *reading* the old line
-//! from PM (a real media read); commits go out in epoch order, only to the MCs that received early
+//! from PM (a real media read). The paper does not say when such a flush is acknowledged; the
+//! record is in the ADR domain and holds the write until the read returns, so by default the MC
+//! acknowledges at once (`rt.early_ack=accept`; `after_read` waits for the read and the WPQ), and an
+//! epoch's commit completes only once every write its records still hold is in the WPQ. Commits
+//! go out in epoch order, only to the MCs that received early
 //! flushes, and delay records are applied through the WPQ before the commit is acknowledged; CDR
 //! messages resolve cross-thread dependencies; a NACK (table full) drops the PB back to safe
 //! flushes until that epoch commits; a write-back buffer holds private evictions and a counting

@@ -17,7 +17,10 @@
 //! Recovery (Dash's, eager instead of lazy): walk the directory as CCEH does (a segment whose
 //! entries imply a deeper local depth gets it); a segment still in the splitting state also
 //! contributes the matching items of its `next` segment (the copy may be the only one left once the
-//! old bits were cleared); version locks are reset.
+//! old bits were cleared) once its pattern word shows the copy finished (the pattern word carries
+//! its depth, so the store after the copy's `ofence` is visible even when the pattern value is
+//! unchanged); a partial copy is ignored, every item still being in the old segment then; version
+//! locks are reset.
 
 use super::common::*;
 use super::dash::{Geo, LD, NEXT, PATTERN, SPLITTING, STATE};
@@ -60,13 +63,14 @@ impl Ix {
         let new = c.alloc_pm(geo.seg_bytes(), 64);
         let pat = top(w, ld);
         let old_next = c.load_u64(seg + NEXT);
-        c.store(new, &[ld + 1, (pat << 1) | 1, SPLITTING, old_next].map(u64::to_le_bytes).concat());
+        c.store(new, &[ld + 1, pattern(ld + 1, (pat << 1) | 1), SPLITTING, old_next].map(u64::to_le_bytes).concat());
         c.ofence();
         c.store_u64(seg + NEXT, new);
         c.ofence();
         let masks = geo.split_copy(c, seg, new, |k| top(k, ld + 1) & 1 == 1);
         c.ofence();
-        c.store_u64(seg + PATTERN, pat << 1);
+        // Ordered after the copy: recovery reads the new segment's items only once this is there.
+        c.store_u64(seg + PATTERN, pattern(ld + 1, pat << 1));
         geo.clear_moved(c, seg, &masks);
         c.ofence();
         let dir = c.acquire(self.root);
@@ -111,6 +115,11 @@ impl Ix {
     }
 }
 
+/// A segment's hash pattern word: the local depth it belongs to (high half) and the pattern.
+fn pattern(depth: u64, pat: u64) -> u64 {
+    (depth << 32) | pat
+}
+
 impl Index for Ix {
     fn insert(&mut self, c: &mut Ctx<'_>, w: u64, rec: u64) {
         loop {
@@ -149,7 +158,7 @@ impl Workload for DashEh {
             let mut e = Vec::new();
             for i in 0..n {
                 let seg = c.alloc_pm(geo.seg_bytes(), 64);
-                c.store(seg, &[depth.to_le_bytes(), i.to_le_bytes()].concat());
+                c.store(seg, &[depth.to_le_bytes(), pattern(depth, i).to_le_bytes()].concat());
                 e.extend_from_slice(&seg.to_le_bytes());
             }
             c.store(dir + DIR_ENTRIES, &e);
@@ -206,8 +215,12 @@ impl Recovery for EhRecovery {
                 let pat = i >> (depth - true_ld);
                 let keep = |k: u64| top(k, true_ld) == pat;
                 self.geo.items(img, seg, keep, &mut found)?;
+                // Mid-split, the new segment (linked by NEXT) is authoritative only once the copy
+                // into it is persistent, which the old segment's new pattern (tagged with depth
+                // ld+1) shows; before that, every item is still in the old segment.
                 let next = img.read_u64(seg + NEXT);
-                if img.read_u64(seg + STATE) == SPLITTING && next != 0 {
+                let copied = img.read_u64(seg + PATTERN) >> 32 == ld + 1;
+                if img.read_u64(seg + STATE) == SPLITTING && next != 0 && copied {
                     self.geo.items(img, next, keep, &mut found)?;
                 }
                 i += run;
