@@ -442,10 +442,11 @@ impl Simulator {
         if let Some(r) = &mut self.m.record {
             r.syncs.push(pmsim_trace::SyncPerform { time: now, gid, thread: c as u16, addr });
         }
-        loop {
-            let Some(s) = self.m.sync.get_mut(&addr) else { break };
-            let Some(i) = s.waiters.iter().position(|w| s.ready(w.acquire, w.need)) else { break };
-            let w = s.waiters.remove(i);
+        let ready = |s: &mut crate::machine::SyncAddr| {
+            let i = s.waiters.iter().position(|w| s.ready(w.acquire, w.need))?;
+            Some(s.waiters.remove(i))
+        };
+        while let Some(w) = self.m.sync.get_mut(&addr).and_then(ready) {
             let wc = w.core as usize;
             if w.drain {
                 let core = &mut self.m.cores[wc];
