@@ -24,7 +24,7 @@ pub mod whisper;
 
 pub use ctx::{line_pieces, Ctx, Gen, Heap, Interleaver, Rng, DRAM_BASE};
 pub use params::{ParamSpec, Params, ParamsError};
-pub use recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+pub use recovery::{global_order_image, OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
 pub use registry::{find, generate, list, names, Generated, Workload, WORKLOADS};
 
 #[cfg(test)]
@@ -33,26 +33,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn final_image(t: &pmsim_trace::Trace) -> pmsim_trace::MemImage {
-        // The final NVM image of a completed run: every store's last value, in global order.
-        let mut img = pmsim_trace::MemImage::new();
-        let mut buf = [0u8; 64];
-        for (th, i) in t.global_order() {
-            let s = &t.threads[th as usize];
-            let ev = s.events[i as usize];
-            if ev.kind.writes() && t.is_pm(ev.addr) {
-                let v = s.value(&ev, &mut buf).map(|v| v.to_vec()).unwrap_or(vec![0; ev.size as usize]);
-                for (k, b) in v.iter().enumerate() {
-                    let a = ev.addr + k as u64;
-                    let w = a & !7;
-                    let sh = (a - w) * 8;
-                    let mut cur = img.get(w).unwrap_or_default();
-                    cur.data = (cur.data & !(0xff << sh)) | ((*b as u64) << sh);
-                    cur.id = ev.gid;
-                    img.set(w, cur);
-                }
-            }
-        }
-        img
+        crate::recovery::global_order_image(t, u64::MAX)
     }
 
     #[test]

@@ -62,3 +62,31 @@ pub trait Recovery: Send + Sync {
     /// with that gid had completed before the crash.
     fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError>;
 }
+
+/// The NVM image holding every PM store with a global id below `cut`, applied in global order
+/// (`u64::MAX`: the whole trace). Recovery checks are tested on it: it is the state a run in
+/// the trace's own order leaves, and a prefix of it is a crash in the middle of operations.
+pub fn global_order_image(t: &pmsim_trace::Trace, cut: u64) -> MemImage {
+    let mut img = MemImage::new();
+    let mut buf = [0u8; 64];
+    for (th, i) in t.global_order() {
+        let s = &t.threads[th as usize];
+        let ev = s.events[i as usize];
+        if ev.gid >= cut {
+            break;
+        }
+        if ev.kind.writes() && t.is_pm(ev.addr) {
+            let v = s.value(&ev, &mut buf).map(|v| v.to_vec()).unwrap_or(vec![0; ev.size as usize]);
+            for (k, b) in v.iter().enumerate() {
+                let a = ev.addr + k as u64;
+                let w = a & !7;
+                let sh = (a - w) * 8;
+                let mut cur = img.get(w).unwrap_or_default();
+                cur.data = (cur.data & !(0xff << sh)) | ((*b as u64) << sh);
+                cur.id = ev.gid;
+                img.set(w, cur);
+            }
+        }
+    }
+    img
+}

@@ -31,28 +31,7 @@ fn gen(name: &str, extra: &[(&str, &str)]) -> Generated {
 /// The NVM image after every PM store with gid < `cut`, in global order (a prefix of the run:
 /// always a consistent image).
 fn prefix_image(t: &Trace, cut: u64) -> MemImage {
-    let mut img = MemImage::new();
-    let mut buf = [0u8; 64];
-    for (th, i) in t.global_order() {
-        let s = &t.threads[th as usize];
-        let ev = s.events[i as usize];
-        if ev.gid >= cut {
-            break;
-        }
-        if ev.kind.writes() && t.is_pm(ev.addr) {
-            let v = s.value(&ev, &mut buf).map(|v| v.to_vec()).unwrap_or(vec![0; ev.size as usize]);
-            for (k, b) in v.iter().enumerate() {
-                let a = ev.addr + k as u64;
-                let w = a & !7;
-                let sh = (a - w) * 8;
-                let mut cur = img.get(w).unwrap_or_default();
-                cur.data = (cur.data & !(0xff << sh)) | ((*b as u64) << sh);
-                cur.id = ev.gid;
-                img.set(w, cur);
-            }
-        }
-    }
-    img
+    pmsim_workloads::global_order_image(t, cut)
 }
 
 fn final_image(t: &Trace) -> MemImage {
