@@ -8,6 +8,7 @@ Keyword arguments name configuration parameters with an underscore for the dot
 from __future__ import annotations
 
 import json
+import tomllib
 from typing import Any
 
 from pmsim import _core
@@ -75,6 +76,11 @@ def workloads() -> list[dict]:
 def config_show(config: str | None = None, **overrides: Any) -> str:
     """The effective configuration, one documented line per parameter."""
     return _core.config_show(config, _strs(overrides))
+
+
+def config(config: str | None = None, **overrides: Any) -> dict:
+    """The effective configuration as nested dicts (``config()["pm"]["write_gbps"]``)."""
+    return tomllib.loads(config_show(config, **overrides))
 
 
 def config_params() -> list[tuple[str, str, str]]:

@@ -276,10 +276,15 @@ def cmd_crash(a: argparse.Namespace) -> int:
         print(out)
     else:
         rate = rep["images"] / max(rep["host_seconds"], 1e-9)
+        recovered = (
+            "application recovery not checked"
+            if a.no_recovery
+            else f"{rep['recovered']} recovered by the application"
+        )
         print(
             f"{rep['design']} checked against {rep['model']}: {rep['images']} crash images, "
-            f"{rep['consistent']} consistent, {rep['durable']} durable, {rep['recovered']} recovered by the "
-            f"application ({rep['host_seconds']:.2f} s, {rate:,.0f} images/s)"
+            f"{rep['consistent']} consistent, {rep['durable']} durable, {recovered} "
+            f"({rep['host_seconds']:.2f} s, {rate:,.0f} images/s)"
         )
         for f in rep["failures"]:
             print(f"\ncrash at {f['at_ps']} ps ({f['at_ps'] / 1000:.3f} ns):")

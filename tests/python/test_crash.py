@@ -16,6 +16,20 @@ def test_correct_design_passes_random_crashes():
     p = pmsim_cli("crash", "--workload", "array", "-p", "ops=60", "--design", "asap-rp", "--random", "300")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "300 crash images, 300 consistent, 300 durable, 300 recovered" in p.stdout
+    p = pmsim_cli(
+        "crash",
+        "--workload",
+        "array",
+        "-p",
+        "ops=60",
+        "--design",
+        "asap-rp",
+        "--random",
+        "300",
+        "--no-recovery",
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "300 durable, application recovery not checked" in p.stdout
 
 
 def test_every_instant_of_a_litmus_trace(repo_root):

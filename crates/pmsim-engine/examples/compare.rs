@@ -1,6 +1,7 @@
 //! Every design on every workload: simulated time and speedup over the baseline.
 //! `cargo run --release -p pmsim-engine --example compare [ops] [threads] [param=value ...]`
-//! (extra workload parameters, e.g. `compute=1000`, go to every workload that has them)
+//! (extra workload parameters, e.g. `compute=1000`, go to every workload that has them;
+//! dotted ones, e.g. `pm.xpbuffer_lines=256`, set the machine configuration)
 
 use pmsim_engine::{simulate, Config};
 use std::sync::Arc;
@@ -9,6 +10,12 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let ops = args.get(1).cloned().unwrap_or_else(|| "500".into());
     let threads = args.get(2).cloned().unwrap_or_else(|| "4".into());
+    let mut cfg = Config::default();
+    for kv in args.iter().skip(3) {
+        if let Some((k, v)) = kv.split_once('=').filter(|(k, _)| k.contains('.')) {
+            cfg.set(k, v).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
     let designs = ["baseline", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "bbb", "eadr"];
     print!("{:16}", "workload");
     for d in designs {
@@ -31,7 +38,7 @@ fn main() {
         print!("{w:16}");
         let mut base = 0.0;
         for d in designs {
-            match simulate(&t, &Config::default(), d) {
+            match simulate(&t, &cfg, d) {
                 Ok(s) => {
                     if d == "baseline" {
                         base = s.sim_time_ns;

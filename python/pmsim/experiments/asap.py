@@ -3,9 +3,10 @@
 Figures: 8 (speedup over the Intel baseline, 4 cores, 2 MCs), 2 (epochs and cross-thread
 dependencies per ms), 3 (persist-buffer flushing stalls under HOPS), 9 (PM writes normalised to
 HOPS), 11 (PB occupancy), 12 (recovery-table maximum occupancy), 13 (ordered-bandwidth
-microbenchmark, 1 and 4 threads). Beyond the paper: Fig 8 again with a durability fence after
-every K-th operation instead of every one (``durable_every``), because how often a workload
-demands durability decides how much of the persist latency eager flushing can hide. A figure
+microbenchmark, 1 and 4 threads). Beyond the paper, the sensitivity of Fig 8's geomeans to the
+two things that decide how much persist latency ASAP can hide: a durability fence after every
+K-th operation instead of every one (``durable_every``), and an on-DIMM buffer that makes the
+undo records' PM reads cheap (``pm.xpbuffer_lines``, the paper's argument in §V-A). A figure
 whose designs are not available yet is skipped with a note. Every number comes from a simulation
 run here; nothing is tuned per workload.
 """
@@ -38,9 +39,15 @@ PAPER_WORKLOADS = [
     "p-masstree",
 ]
 SCALES = {"quick": {"ops": 400, "bw_ops": 2000}, "full": {"ops": 4000, "bw_ops": 20000}}
-DURABLE_EVERY = [1, 4, 16]
-DURABILITY_DESIGNS = ["baseline", "hops-rp", "asap-rp", "eadr"]
+SENSITIVITY = {
+    "durable_every=4": {"durable_every": 4},
+    "durable_every=16": {"durable_every": 16},
+    "xpbuffer_lines=256": {"pm_xpbuffer_lines": 256},
+    "xpbuffer_lines=256, durable_every=16": {"pm_xpbuffer_lines": 256, "durable_every": 16},
+}
+SENSITIVITY_DESIGNS = ["baseline", "hops-rp", "asap-rp", "eadr"]
 BW_THREADS = [1, 4]
+FAST_MEDIA_GBPS = 10.0
 
 
 def available() -> tuple[list[str], list[str]]:
@@ -64,11 +71,17 @@ def reproduce(
         notes.append(f"designs not available yet, figures using them are partial: {', '.join(missing)}")
     jobs = _tagged("fig8", jobs_for(designs, workloads, threads=4, ops=sc["ops"]))
     jobs += _tagged("fig13", jobs_for(designs, ["bandwidth"], {"threads": BW_THREADS}, ops=sc["bw_ops"]))
-    dur_designs = [d for d in DURABILITY_DESIGNS if d in designs]
+    # The same single thread with media write bandwidth that no design saturates: what eager
+    # flushing gains when only the flush round trips limit it.
     jobs += _tagged(
-        "durability",
-        jobs_for(dur_designs, workloads, {"durable_every": DURABLE_EVERY[1:]}, threads=4, ops=sc["ops"]),
+        "fig13",
+        jobs_for(designs, ["bandwidth"], {"pm_write_gbps": [FAST_MEDIA_GBPS]}, threads=1, ops=sc["bw_ops"]),
     )
+    sens_designs = [d for d in SENSITIVITY_DESIGNS if d in designs]
+    for variant, params in SENSITIVITY.items():
+        jobs += _tagged(
+            "sensitivity", jobs_for(sens_designs, workloads, threads=4, ops=sc["ops"], **params), variant
+        )
     df = run_jobs(jobs, workers=workers, progress=progress, desc="ASAP evaluation")
     write_atomic(outdir / "runs.csv", df.to_csv(index=False))
 
@@ -95,40 +108,40 @@ def reproduce(
         path=outdir / "fig8_speedup.png",
     )
     bw = df[df.experiment == "fig13"].copy()
-    bw["bandwidth_gbps"] = bw["write_bandwidth_gbps"]
+    bw["media_write_gbps"] = bw["pm_write_gbps"].fillna(api.config()["pm"]["write_gbps"])
+    bw["bench"] = [
+        f"{t} thread{'s' if t > 1 else ''}, {g:g} GB/s/MC media"
+        for t, g in zip(bw.threads, bw.media_write_gbps, strict=True)
+    ]
     bw["throughput_mops"] = bw["ops_per_sec"] / 1e6
-    hops = bw[bw.design == "hops-rp"].set_index("threads")["throughput_mops"]
-    bw["vs_hops_rp"] = bw.apply(
-        lambda r: r.throughput_mops / hops[r.threads] if r.threads in hops else None, axis=1
-    )
-    write_atomic(
-        outdir / "fig13_bandwidth.csv",
-        bw[["design", "threads", "sim_time_ns", "throughput_mops", "bandwidth_gbps", "vs_hops_rp"]]
-        .round(4)
-        .to_csv(index=False),
-    )
+    hops = bw[bw.design == "hops-rp"].set_index("bench")["throughput_mops"]
+    bw["vs_hops_rp"] = bw.throughput_mops / bw.bench.map(hops)
+    cols = ["design", "threads", "media_write_gbps", "sim_time_ns", "throughput_mops", "write_bandwidth_gbps"]
+    write_atomic(outdir / "fig13_bandwidth.csv", bw[[*cols, "vs_hops_rp"]].round(4).to_csv(index=False))
     plots.grouped_bars(
-        bw.assign(bench=bw.threads.map(lambda t: f"{t} thread{'s' if t > 1 else ''}")),
+        bw,
         index="bench",
         columns="design",
         values="throughput_mops",
         order=designs,
-        title="Fig 13: ordered-bandwidth microbenchmark (256 B blocks, 2 MCs)",
+        title="Fig 13: ordered bandwidth (256 B blocks, 2 MCs)",
         ylabel="M blocks / s",
         path=outdir / "fig13_bandwidth.png",
     )
-    dur = _durability(main, df[df.experiment == "durability"], dur_designs)
-    if dur is not None:
-        write_atomic(outdir / "fig8_durable_every.csv", dur.round(3).to_csv())
-        write_atomic(outdir / "fig8_durable_every.md", _markdown(dur.round(2)))
-        plots.lines(
-            dur.reset_index().melt(id_vars="durable_every", var_name="design", value_name="geomean"),
-            x="durable_every",
-            y="geomean",
-            hue="design",
-            title="Geomean speedup vs operations per dfence",
+    sens = _sensitivity(main, df[df.experiment == "sensitivity"], sens_designs)
+    if sens is not None:
+        write_atomic(outdir / "fig8_sensitivity.csv", sens.round(3).to_csv())
+        write_atomic(outdir / "fig8_sensitivity.md", _markdown(sens.round(2)))
+        plots.grouped_bars(
+            sens.reset_index().melt(id_vars="variant", var_name="design", value_name="geomean"),
+            index="variant",
+            columns="design",
+            values="geomean",
+            order=sens_designs,
+            hline=1.0,
+            title="Fig 8 geomean speedup: sensitivity",
             ylabel="speedup over baseline",
-            path=outdir / "fig8_durable_every.png",
+            path=outdir / "fig8_sensitivity.png",
         )
     _optional_figures(main, designs, outdir, notes)
     write_atomic(outdir / "NOTES.txt", "\n".join(notes) + ("\n" if notes else ""))
@@ -136,22 +149,22 @@ def reproduce(
     print(table.round(2).to_string())
     print("Fig 13 — ordered bandwidth (M blocks/s):")
     print(
-        bw.pivot_table(index="threads", columns="design", values="throughput_mops")[designs]
+        bw.pivot_table(index="bench", columns="design", values="throughput_mops", sort=False)[designs]
         .round(2)
         .to_string()
     )
-    if dur is not None:
-        print("Geomean speedup with a dfence every K operations:")
-        print(dur.round(2).to_string())
+    if sens is not None:
+        print("Geomean speedup over baseline, sensitivity:")
+        print(sens.round(2).to_string())
     for n in notes:
         print("note:", n)
     print(f"results in {outdir}/")
     return outdir
 
 
-def _tagged(experiment: str, jobs: list[dict]) -> list[dict]:
+def _tagged(experiment: str, jobs: list[dict], variant: str = "default") -> list[dict]:
     for j in jobs:
-        j["label"] = {**j["label"], "experiment": experiment}
+        j["label"] = {**j["label"], "experiment": experiment, "variant": variant}
     return jobs
 
 
@@ -159,18 +172,19 @@ def _geomean(c: pd.Series) -> float:
     return float(c.prod() ** (1.0 / len(c)))
 
 
-def _durability(main: pd.DataFrame, extra: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:
-    """Geomean speedup over the baseline at the same ``durable_every``, one row per K."""
+def _sensitivity(main: pd.DataFrame, extra: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:
+    """Geomean speedup over the baseline of the same variant, one row per variant."""
     if "baseline" not in designs or extra.empty:
         return None
-    runs = pd.concat([main[main.design.isin(designs)].assign(durable_every=DURABLE_EVERY[0]), extra])
+    runs = pd.concat([main[main.design.isin(designs)], extra])
     rows = {}
-    for k, g in runs.groupby("durable_every", sort=True):
+    for variant in ["default", *SENSITIVITY]:
+        g = runs[runs.variant == variant]
         base = g[g.design == "baseline"].set_index("workload")["sim_time_ns"]
         sp = g.assign(speedup=g.workload.map(base) / g.sim_time_ns)
-        rows[int(k)] = sp.groupby("design")["speedup"].apply(_geomean)
+        rows[variant] = sp.groupby("design")["speedup"].apply(_geomean)
     out = pd.DataFrame(rows).T[designs]
-    out.index.name = "durable_every"
+    out.index.name = "variant"
     return out
 
 
