@@ -32,12 +32,15 @@ fn main() {
     let req = Request {
         trace: Arc::new(g.trace),
         design: d.clone(),
-        allow_broken: true,
+        allow_broken: d.starts_with("broken-"),
         config: cfg,
         instants,
         model: None,
         recovery: Some(&*g.recovery),
-        replay_input: format!("--workload {w}"),
+        replay_input: std::iter::once(format!("--workload {w}"))
+            .chain(p.iter().map(|(k, v)| format!("-p {k}={v}")))
+            .collect::<Vec<_>>()
+            .join(" "),
         max_failures: 3,
     };
     match run(&req) {
