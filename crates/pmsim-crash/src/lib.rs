@@ -146,13 +146,21 @@ pub fn run(req: &Request) -> Result<Report, String> {
     // The application's verdict depends only on the image and the completed dfences: when
     // neither changed since the last instant, it is reused.
     let mut last_recovery: Option<(usize, Result<(), String>)> = None;
+    // The crash image as the application's recovery reads it, kept in step with the tracker.
+    let mut img = MemImage::new();
 
     let mut check_at = |sim: &mut Simulator, t: u64, rep: &mut Report| -> bool {
         tracker.update(sim, &mut changes);
         for c in &changes {
             match c.value {
-                Some(v) => inc.set_word(c.word, v.id),
-                None => inc.clear_word(c.word),
+                Some(v) => {
+                    inc.set_word(c.word, v.id);
+                    img.set(c.word, v);
+                }
+                None => {
+                    inc.clear_word(c.word);
+                    img.remove(c.word);
+                }
             }
         }
         rep.images += 1;
@@ -172,10 +180,6 @@ pub fn run(req: &Request) -> Result<Report, String> {
             let result = match &last_recovery {
                 Some((n, res)) if *n == completed && changes.is_empty() => res.clone(),
                 _ => {
-                    let mut img = MemImage::new();
-                    for (w, v) in tracker.words() {
-                        img.set(*w, *v);
-                    }
                     let done = |gid: u64| done_at.get(&gid).is_some_and(|&ct| ct <= t);
                     r.check(&img, &done).map(|_| ()).map_err(|e| e.to_string())
                 }

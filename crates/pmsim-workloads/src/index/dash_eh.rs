@@ -3,8 +3,9 @@
 //! Buckets, insert and split copy are in [`super::dash`]. Extendible-hashing split, in Dash's
 //! order: lock all buckets; set the segment's state to splitting and `ofence`; initialise the new
 //! segment (local depth + 1, new pattern, splitting state, next = old next) and `ofence`; link it
-//! as the old segment's `next` and `ofence`; copy the moving items and `ofence`; clear their bits
-//! in the old segment and `ofence`; update the directory (upper half of the segment's entries, or
+//! as the old segment's `next` and `ofence`; copy the moving items and `ofence`; store the old
+//! segment's new pattern and `ofence` (the mark that the copy is complete); clear the moved items'
+//! bits in the old segment and `ofence`; update the directory (upper half of the segment's entries, or
 //! a doubled directory written, `ofence`d and swapped in by the root pointer) and `ofence`; bump
 //! the old local depth and `ofence`; reset both states and `ofence`; unlock.
 //!
@@ -69,8 +70,10 @@ impl Ix {
         c.ofence();
         let masks = geo.split_copy(c, seg, new, |k| top(k, ld + 1) & 1 == 1);
         c.ofence();
-        // Ordered after the copy: recovery reads the new segment's items only once this is there.
+        // Ordered after the copy and before the old bits are cleared: recovery reads the new
+        // segment's items exactly when this is there.
         c.store_u64(seg + PATTERN, pattern(ld + 1, pat << 1));
+        c.ofence();
         geo.clear_moved(c, seg, &masks);
         c.ofence();
         let dir = c.acquire(self.root);
