@@ -54,6 +54,24 @@ impl ImageTracker {
     /// Brings the tracked image to the simulator's current instant; returns what changed.
     pub fn update(&mut self, sim: &mut Simulator, out: &mut Vec<WordChange>) {
         out.clear();
+        if sim.design.crash_image_is_coherent() {
+            if let Some(mut lines) = sim.m.coherent_written.take() {
+                lines.append(&mut sim.m.nvm_written);
+                lines.sort_unstable();
+                lines.dedup();
+                for &line in &lines {
+                    if sim.m.is_pm(line) {
+                        let ov = sim.m.coherent_line(line);
+                        self.apply_line(line, &sim.m.nvm.line(line), Some(&ov), out);
+                    }
+                }
+                lines.clear();
+                sim.m.coherent_written = Some(lines);
+                return;
+            }
+            // First look: the whole image, then only what stores change from here on.
+            sim.m.coherent_written = Some(Vec::new());
+        }
         let mut overlay: FxHashMap<u64, LineData> = FxHashMap::default();
         for d in sim.crash_writes() {
             overlay.entry(d.line).or_insert_with(|| LineData::new(d.line)).merge(&d);
@@ -64,26 +82,29 @@ impl ImageTracker {
         let mut sorted: Vec<u64> = lines.into_iter().collect();
         sorted.sort_unstable();
         for line in sorted {
-            let nvm = sim.m.nvm.line(line);
-            let ov = overlay.get(&line);
-            for i in 0..8u64 {
-                let w = line + i * 8;
-                let bit = 1u8 << i;
-                let v = match ov {
-                    Some(o) if o.mask & bit != 0 => Some(o.words[i as usize]),
-                    _ if nvm.mask & bit != 0 => Some(nvm.words[i as usize]),
-                    _ => None,
-                };
-                let v = v.filter(|x| x.id != pmsim_trace::INITIAL_ID);
-                if self.current.get(&w).copied() != v {
-                    match v {
-                        Some(x) => self.current.insert(w, x),
-                        None => self.current.remove(&w),
-                    };
-                    out.push(WordChange { word: w, value: v });
-                }
-            }
+            self.apply_line(line, &sim.m.nvm.line(line), overlay.get(&line), out);
         }
         self.overlay = overlay;
+    }
+
+    /// Sets the tracked words of `line` to the overlay's where it has them, else NVM's.
+    fn apply_line(&mut self, line: u64, nvm: &LineData, ov: Option<&LineData>, out: &mut Vec<WordChange>) {
+        for i in 0..8u64 {
+            let w = line + i * 8;
+            let bit = 1u8 << i;
+            let v = match ov {
+                Some(o) if o.mask & bit != 0 => Some(o.words[i as usize]),
+                _ if nvm.mask & bit != 0 => Some(nvm.words[i as usize]),
+                _ => None,
+            };
+            let v = v.filter(|x| x.id != pmsim_trace::INITIAL_ID);
+            if self.current.get(&w).copied() != v {
+                match v {
+                    Some(x) => self.current.insert(w, x),
+                    None => self.current.remove(&w),
+                };
+                out.push(WordChange { word: w, value: v });
+            }
+        }
     }
 }

@@ -359,6 +359,9 @@ pub struct Machine {
     pub record: Option<RunRecord>,
     /// NVM lines written since the crash-image tracker last looked (only while tracking data).
     pub nvm_written: Vec<u64>,
+    /// Lines whose coherent contents changed since the crash-image tracker last looked (only
+    /// while a tracker of a design whose crash image is coherent memory asks for it).
+    pub coherent_written: Option<Vec<u64>>,
     /// Design actions, when enabled (`Simulator::enable_log`).
     pub log: Option<Vec<Note>>,
     /// Keep word values and identities (coherent memory, NVM). Timing never depends on them, so
@@ -416,6 +419,7 @@ impl Machine {
             record: if record { Some(RunRecord::default()) } else { None },
             track_data: true,
             nvm_written: Vec::new(),
+            coherent_written: None,
             log: None,
             persist_version: 0,
             hop_ps: ns(cfg.noc.hop_ns),
@@ -595,6 +599,9 @@ impl Machine {
         }
         let zeros = [0u8; 64];
         let value = value.unwrap_or(&zeros);
+        if let Some(log) = &mut self.coherent_written {
+            log.push(line);
+        }
         let cur = self.coherent.line_mut(line);
         let mut w = e.addr & !7;
         while w < end {

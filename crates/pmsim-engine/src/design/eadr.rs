@@ -90,6 +90,10 @@ impl Design for Eadr {
         }
     }
 
+    fn crash_image_is_coherent(&self) -> bool {
+        true
+    }
+
     fn stats(&self, _m: &Machine, out: &mut DesignStats) {
         out.insert("llc_writebacks".into(), self.writebacks as f64);
         out.insert("nt_stores".into(), self.nt_stores as f64);

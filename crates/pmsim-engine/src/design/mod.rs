@@ -131,6 +131,12 @@ pub trait Design: Send {
     /// applies it, on top of NVM and the WPQs.
     fn crash_writes(&self, m: &Machine, out: &mut Vec<LineData>);
 
+    /// Whether the crash image is always coherent memory (every performed store survives, as
+    /// under eADR); the image tracker then follows only the lines stores change.
+    fn crash_image_is_coherent(&self) -> bool {
+        false
+    }
+
     /// Design statistics (stable names).
     fn stats(&self, m: &Machine, out: &mut DesignStats);
 
