@@ -97,7 +97,7 @@ mod tests {
     #[test]
     fn reads_agree_with_a_byte_by_byte_model() {
         let mut img = MemImage::new();
-        let mut bytes = vec![0u8; 64];
+        let mut bytes = [0u8; 64];
         for (i, w) in [0u64, 8, 24, 40].into_iter().enumerate() {
             let data = 0x0102_0304_0506_0708u64.wrapping_mul(i as u64 + 3);
             img.set(0x1000 + w, WordVal { id: i as u64, data });
