@@ -24,7 +24,7 @@ pub mod whisper;
 
 pub use ctx::{line_pieces, Ctx, Gen, Heap, Interleaver, Rng, DRAM_BASE};
 pub use params::{ParamSpec, Params, ParamsError};
-pub use recovery::{global_order_image, OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+pub use recovery::{apply_store, global_order_image, OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
 pub use registry::{find, generate, list, names, Generated, Workload, WORKLOADS};
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! would see): the structure is well formed; every operation that completed before a `dfence`
 //! that completed before the crash is present; nothing appears that was never written.
 
-use pmsim_trace::MemImage;
+use pmsim_trace::{MemImage, WordVal};
 
 /// One logical operation as the generator performed it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -68,25 +68,42 @@ pub trait Recovery: Send + Sync {
 /// the trace's own order leaves, and a prefix of it is a crash in the middle of operations.
 pub fn global_order_image(t: &pmsim_trace::Trace, cut: u64) -> MemImage {
     let mut img = MemImage::new();
-    let mut buf = [0u8; 64];
     for (th, i) in t.global_order() {
-        let s = &t.threads[th as usize];
-        let ev = s.events[i as usize];
+        let ev = t.threads[th as usize].events[i as usize];
         if ev.gid >= cut {
             break;
         }
         if ev.kind.writes() && t.is_pm(ev.addr) {
-            let v = s.value(&ev, &mut buf).map(|v| v.to_vec()).unwrap_or(vec![0; ev.size as usize]);
-            for (k, b) in v.iter().enumerate() {
-                let a = ev.addr + k as u64;
-                let w = a & !7;
-                let sh = (a - w) * 8;
-                let mut cur = img.get(w).unwrap_or_default();
-                cur.data = (cur.data & !(0xff << sh)) | ((*b as u64) << sh);
-                cur.id = ev.gid;
-                img.set(w, cur);
-            }
+            apply_store(&mut img, t, th as usize, i as usize);
         }
     }
     img
+}
+
+/// Writes event `index` of `thread` (a store) into `img`, giving each word it touches the
+/// store's identity; returns what those words held before (`None`: never written).
+pub fn apply_store(
+    img: &mut MemImage,
+    t: &pmsim_trace::Trace,
+    thread: usize,
+    index: usize,
+) -> Vec<(u64, Option<WordVal>)> {
+    let s = &t.threads[thread];
+    let ev = s.events[index];
+    let mut buf = [0u8; 64];
+    let v = s.value(&ev, &mut buf).map(|v| v.to_vec()).unwrap_or(vec![0; ev.size as usize]);
+    let mut before: Vec<(u64, Option<WordVal>)> = Vec::new();
+    for (k, b) in v.iter().enumerate() {
+        let a = ev.addr + k as u64;
+        let w = a & !7;
+        if before.last().map(|x| x.0) != Some(w) {
+            before.push((w, img.get(w)));
+        }
+        let sh = (a - w) * 8;
+        let mut cur = img.get(w).unwrap_or_default();
+        cur.data = (cur.data & !(0xff << sh)) | ((*b as u64) << sh);
+        cur.id = ev.gid;
+        img.set(w, cur);
+    }
+    before
 }

@@ -6,31 +6,9 @@
 //! other thread ran in between, so nothing else can depend on those stores), a seeded random
 //! prefix of that line's stores. The workload's recovery must succeed on every such image.
 
-use pmsim_trace::{Kind, MemImage, Trace, WordVal};
-use pmsim_workloads::{generate, Rng};
+use pmsim_trace::{Kind, MemImage, WordVal};
+use pmsim_workloads::{apply_store, generate, Rng};
 use std::collections::{BTreeMap, HashMap};
-
-/// Applies a PM store to `img`; returns what the words it touched held before.
-fn apply(img: &mut MemImage, t: &Trace, th: usize, i: usize) -> Vec<(u64, Option<WordVal>)> {
-    let s = &t.threads[th];
-    let ev = s.events[i];
-    let mut buf = [0u8; 64];
-    let v = s.value(&ev, &mut buf).map(|v| v.to_vec()).unwrap_or(vec![0; ev.size as usize]);
-    let mut before: Vec<(u64, Option<WordVal>)> = Vec::new();
-    for (k, b) in v.iter().enumerate() {
-        let a = ev.addr + k as u64;
-        let w = a & !7;
-        if before.last().map(|x| x.0) != Some(w) {
-            before.push((w, img.get(w)));
-        }
-        let sh = (a - w) * 8;
-        let mut cur = img.get(w).unwrap_or_default();
-        cur.data = (cur.data & !(0xff << sh)) | ((*b as u64) << sh);
-        cur.id = ev.gid;
-        img.set(w, cur);
-    }
-    before
-}
 
 /// Barriers and sync events end the run of stores that may persist out of order.
 fn ends_epoch(k: Kind) -> bool {
@@ -65,7 +43,7 @@ fn recovery_accepts_any_subset_of_the_open_epoch() {
             let (th, i) = order[cut - 1];
             let ev = g.trace.threads[th as usize].events[i as usize];
             if ev.kind.writes() && g.trace.is_pm(ev.addr) {
-                overwrote.insert(ev.gid, apply(&mut img, &g.trace, th as usize, i as usize));
+                overwrote.insert(ev.gid, apply_store(&mut img, &g.trace, th as usize, i as usize));
             }
             // This thread's stores since its last barrier, newest first, with no other thread
             // in between.
