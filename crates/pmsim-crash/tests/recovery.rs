@@ -4,6 +4,8 @@
 //! trace's global order) and under `asap-rp` (release persistency: only ordering the trace's
 //! synchronisation expresses survives). Both the independent checker and the recovery must pass.
 
+mod common;
+use common::{crash_workload, describe};
 use pmsim_crash::{run, Instants, Request};
 use pmsim_engine::Config;
 use std::sync::Arc;
@@ -14,38 +16,10 @@ const OPS: u64 = 60;
 fn check(design: &str) {
     let mut bad = Vec::new();
     for w in pmsim_workloads::names() {
-        let mut p = std::collections::BTreeMap::new();
-        p.insert("ops".to_string(), OPS.to_string());
-        let g = pmsim_workloads::generate(w, &p).unwrap();
-        let req = Request {
-            trace: Arc::new(g.trace),
-            design: design.to_string(),
-            allow_broken: false,
-            config: Config::default(),
-            instants: Instants::Random { n: CRASHES, seed: 1 },
-            model: None,
-            recovery: Some(&*g.recovery),
-            replay_input: format!("--workload {w} -p ops={OPS}"),
-            max_failures: 3,
-        };
-        let r = run(&req).unwrap_or_else(|e| panic!("{w} under {design}: {e}"));
-        let recovery = r.failures.iter().filter(|f| f.recovery_error.is_some()).count();
-        let checker = r.failures.iter().filter(|f| f.verdict.is_some()).count();
-        if recovery > 0 || checker > 0 || r.images as usize != CRASHES {
-            let mut s = format!(
-                "{w} under {design}: {} images, {recovery} recovery failures, {checker} checker failures",
-                r.images
-            );
-            for f in &r.failures {
-                if let Some(x) = f.verdict.as_ref().and_then(|v| v.violations.first()) {
-                    s.push_str(&format!("\n  {x}"));
-                }
-                if let Some(e) = &f.recovery_error {
-                    s.push_str(&format!("\n  {e}"));
-                }
-                s.push_str(&format!("\n  replay: {}", f.replay));
-            }
-            bad.push(s);
+        let r = crash_workload(w, OPS, design, CRASHES, 3);
+        // Both the checker and the workload's recovery count: any failure fails the test.
+        if !r.ok() || r.images as usize != CRASHES {
+            bad.push(format!("{w} under {design}: {}", describe(&r)));
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
