@@ -30,17 +30,10 @@ def _kv(items: list[str] | None, what: str) -> dict[str, str]:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Writes via a temporary file so an interrupted run never leaves a half-written result."""
-    p = Path(path)
-    if p.parent and not p.parent.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".partial")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Writes a result file atomically (regular files), through (devices), never half-written."""
+    from pmsim.output import write_text
+
+    write_text(path, text)
 
 
 def _add_input(p: argparse.ArgumentParser) -> None:

@@ -5,17 +5,23 @@
 //! Names are dotted (`pm.write_ns`) and identical in TOML (`[pm] write_ns = 90`), on the command
 //! line (`--set pm.write_ns=90`) and in Python (`pm_write_ns=90`).
 
+use crate::limits::*;
 use serde::{Deserialize, Serialize};
 
-/// Documentation of one parameter.
+/// Documentation of one parameter: its name, unit, valid range and meaning.
 pub struct ParamDoc {
     pub name: &'static str,
     pub unit: &'static str,
+    pub limit: Limit,
     pub help: &'static str,
 }
 
+/// One line per parameter: `field: type = default, "unit", @range, "help";`. The range
+/// (`@int(1, 64)`, `@LATENCY_NS`, `@one_of(&["lru", "random"])`, see `limits.rs`) is what the
+/// validator checks and what `config show` and the generated docs print; a line without one
+/// still builds (any value of the type) but fails the test `every_parameter_declares_its_range`.
 macro_rules! config {
-    ($( $section:ident : $sty:ident { $( $field:ident : $ty:ty = $default:expr, $unit:expr, $help:expr; )* } )*) => {
+    ($( $section:ident : $sty:ident { $( $field:ident : $ty:ty = $default:expr, $unit:expr, $(@ $lim:expr,)? $help:expr; )* } )*) => {
         $(
             #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
             #[serde(deny_unknown_fields, default)]
@@ -29,79 +35,99 @@ macro_rules! config {
         #[serde(deny_unknown_fields, default)]
         pub struct Config { $( pub $section: $sty, )* }
 
-        /// Every parameter, in order, with unit and meaning.
+        /// Every parameter, in order, with unit, range and meaning.
         pub const PARAMS: &[ParamDoc] = &[
-            $( $( ParamDoc { name: concat!(stringify!($section), ".", stringify!($field)), unit: $unit, help: $help }, )* )*
+            $( $( ParamDoc {
+                name: concat!(stringify!($section), ".", stringify!($field)),
+                unit: $unit,
+                limit: config!(@limit $($lim)?),
+                help: $help,
+            }, )* )*
         ];
+
+        impl Config {
+            /// Checks every parameter against its declared range, in `PARAMS` order.
+            fn check_limits(&self) -> Result<(), ConfigError> {
+                let mut i = 0;
+                $( $(
+                    Checked::check(&self.$section.$field, PARAMS[i].name, &PARAMS[i].limit)?;
+                    i += 1;
+                )* )*
+                let _ = i;
+                Ok(())
+            }
+        }
     };
+    (@limit $lim:expr) => { $lim };
+    (@limit) => { UNDECLARED };
 }
 
 config! {
     core: CoreCfg {
-        count: usize = 4, "cores", "simulated cores (one trace thread each; at most 64)";
-        freq_ghz: f64 = 2.0, "GHz", "core clock";
-        ipc: f64 = 2.0, "instr/cycle", "non-memory instructions retired per cycle (compute events)";
-        store_buffer: usize = 32, "entries", "TSO store buffer entries per core";
+        count: usize = 4, "cores", @int(1, 64), "simulated cores (one trace thread each; at most 64)";
+        freq_ghz: f64 = 2.0, "GHz", @num(0.01, 100.0), "core clock";
+        ipc: f64 = 2.0, "instr/cycle", @num(0.01, 64.0), "non-memory instructions retired per cycle (compute events)";
+        store_buffer: usize = 32, "entries", @int(1, 4096), "TSO store buffer entries per core";
     }
     l1: CacheCfg {
-        size_kib: u64 = 32, "KiB", "private L1D size";
-        ways: usize = 8, "ways", "associativity";
-        latency_ns: f64 = 1.0, "ns", "hit latency";
-        replacement: String = "lru".into(), "name", "replacement policy: lru | random";
+        size_kib: u64 = 32, "KiB", @int(1, 1 << 12), "private L1D size";
+        ways: usize = 8, "ways", @int(1, 64), "associativity";
+        latency_ns: f64 = 1.0, "ns", @LATENCY_NS, "hit latency";
+        replacement: String = "lru".into(), "name", @one_of(&["lru", "random"]), "replacement policy: lru | random";
     }
     l2: L2Cfg {
-        size_kib: u64 = 2048, "KiB", "private L2 size";
-        ways: usize = 8, "ways", "associativity";
-        latency_ns: f64 = 10.0, "ns", "hit latency";
-        replacement: String = "lru".into(), "name", "replacement policy: lru | random";
+        size_kib: u64 = 2048, "KiB", @int(1, 1 << 15), "private L2 size";
+        ways: usize = 8, "ways", @int(1, 64), "associativity";
+        latency_ns: f64 = 10.0, "ns", @LATENCY_NS, "hit latency";
+        replacement: String = "lru".into(), "name", @one_of(&["lru", "random"]), "replacement policy: lru | random";
     }
     llc: LlcCfg {
-        size_kib: u64 = 16384, "KiB", "shared LLC size (inclusive; holds the directory)";
-        ways: usize = 16, "ways", "associativity";
-        latency_ns: f64 = 20.0, "ns", "hit latency (also the directory lookup)";
-        replacement: String = "lru".into(), "name", "replacement policy: lru | random";
+        size_kib: u64 = 16384, "KiB", @int(1, 1 << 18), "shared LLC size (inclusive; holds the directory)";
+        ways: usize = 16, "ways", @int(1, 64), "associativity";
+        latency_ns: f64 = 20.0, "ns", @LATENCY_NS, "hit latency (also the directory lookup)";
+        replacement: String = "lru".into(), "name", @one_of(&["lru", "random"]), "replacement policy: lru | random";
     }
     noc: NocCfg {
-        hop_ns: f64 = 20.0, "ns", "on-chip message core<->core and core<->MC without data (forwards, ACK, commit, CDR, NACK)";
-        writeback_ns: f64 = 60.0, "ns", "cache line write-back from a core's caches to an MC (clwb, non-temporal and LLC write-backs); the same data path as pb.flush_ns";
+        hop_ns: f64 = 20.0, "ns", @LATENCY_NS, "on-chip message core<->core and core<->MC without data (forwards, ACK, commit, CDR, NACK)";
+        writeback_ns: f64 = 60.0, "ns", @LATENCY_NS, "cache line write-back from a core's caches to an MC (clwb, non-temporal and LLC write-backs); the same data path as pb.flush_ns";
     }
     mc: McCfg {
-        count: usize = 2, "MCs", "PM memory controllers";
-        interleave: u64 = 4096, "bytes", "physical address interleaving across MCs (power of two, >= 64)";
-        mapping: String = "interleave".into(), "name", "address mapper: interleave | xor (interleave with XOR of higher bits)";
-        wpq_entries: usize = 16, "entries", "write pending queue per MC (inside the ADR persistence domain)";
+        count: usize = 2, "MCs", @int(1, 16), "PM memory controllers";
+        interleave: u64 = 4096, "bytes", @pow2(64, 1 << 40), "physical address interleaving across MCs (power of two, >= 64)";
+        mapping: String = "interleave".into(), "name", @one_of(&["interleave", "xor"]), "address mapper: interleave | xor (interleave with XOR of higher bits)";
+        wpq_entries: usize = 16, "entries", @int(1, 4096), "write pending queue per MC (inside the ADR persistence domain)";
     }
     pm: PmCfg {
-        read_ns: f64 = 175.0, "ns", "media read latency";
-        write_ns: f64 = 90.0, "ns", "media write latency";
-        read_gbps: f64 = 6.6, "GB/s", "media read bandwidth per MC";
-        write_gbps: f64 = 2.3, "GB/s", "media write bandwidth per MC";
-        xpbuffer_lines: usize = 0, "lines", "on-DIMM buffer (Optane XPBuffer) per MC holding recently read or written lines; 0 = off";
-        xpbuffer_ns: f64 = 40.0, "ns", "read latency of a line found in the on-DIMM buffer";
+        read_ns: f64 = 175.0, "ns", @LATENCY_NS, "media read latency";
+        write_ns: f64 = 90.0, "ns", @LATENCY_NS, "media write latency";
+        read_gbps: f64 = 6.6, "GB/s", @num(0.001, 1e4), "media read bandwidth per MC";
+        write_gbps: f64 = 2.3, "GB/s", @num(0.001, 1e4), "media write bandwidth per MC";
+        xpbuffer_lines: usize = 0, "lines", @int(0, 1 << 20), "on-DIMM buffer (Optane XPBuffer) per MC holding recently read or written lines; 0 = off";
+        xpbuffer_ns: f64 = 40.0, "ns", @LATENCY_NS, "read latency of a line found in the on-DIMM buffer";
     }
     dram: DramCfg {
-        latency_ns: f64 = 60.0, "ns", "volatile DRAM access latency";
+        latency_ns: f64 = 60.0, "ns", @LATENCY_NS, "volatile DRAM access latency";
     }
     pb: PbCfg {
-        entries: usize = 32, "entries", "persist buffer per core (64 B lines with byte masks)";
-        flush_ns: f64 = 60.0, "ns", "PB -> MC flush latency";
-        wbb_entries: usize = 8, "entries", "write-back buffer per core (ASAP: private evictions held until the PB flushes)";
+        entries: usize = 32, "entries", @int(1, 4096), "persist buffer per core (64 B lines with byte masks)";
+        flush_ns: f64 = 60.0, "ns", @LATENCY_NS, "PB -> MC flush latency";
+        wbb_entries: usize = 8, "entries", @int(1, 4096), "write-back buffer per core (ASAP: private evictions held until the PB flushes)";
     }
     et: EtCfg {
-        entries: usize = 32, "entries", "epoch table per core (ASAP)";
+        entries: usize = 32, "entries", @int(1, 4096), "epoch table per core (ASAP)";
     }
     rt: RtCfg {
-        entries: usize = 32, "records", "recovery table per MC (ASAP undo + delay records)";
-        bloom_counters: usize = 256, "counters", "counting Bloom filter per MC for NACKed lines";
-        early_ack: String = "accept".into(), "name", "when an MC acknowledges an early flush that creates an undo record: accept (the record, in the ADR domain, holds the write while the PM read of the old line is in flight) | after_read (only once the read returned and the write entered the WPQ)";
+        entries: usize = 32, "records", @int(1, 1 << 16), "recovery table per MC (ASAP undo + delay records)";
+        bloom_counters: usize = 256, "counters", @int(1, 1 << 20), "counting Bloom filter per MC for NACKed lines";
+        early_ack: String = "accept".into(), "name", @one_of(&["accept", "after_read"]), "when an MC acknowledges an early flush that creates an undo record: accept (the record, in the ADR domain, holds the write while the PM read of the old line is in flight) | after_read (only once the read returned and the write entered the WPQ)";
     }
     hops: HopsCfg {
-        poll_cycles: u64 = 500, "cycles", "global TS register polling period";
-        access_cycles: u64 = 50, "cycles", "global TS register access latency";
+        poll_cycles: u64 = 500, "cycles", @int(1, 1_000_000_000), "global TS register polling period";
+        access_cycles: u64 = 50, "cycles", @int(0, 1_000_000_000), "global TS register access latency";
     }
     sim: SimCfg {
-        seed: u64 = 1, "", "seed of every random choice in the engine (random replacement)";
-        watchdog_ms: f64 = 1000.0, "ms", "simulated time without progress after which a stuck core is reported";
+        seed: u64 = 1, "", @int(0, u64::MAX), "seed of every random choice in the engine (random replacement)";
+        watchdog_ms: f64 = 1000.0, "ms", @above(0.0, 1e6), "simulated time without progress after which a stuck core is reported";
     }
 }
 
@@ -183,34 +209,14 @@ impl Config {
         Err(param_err(key, format!("unknown parameter ({hint})")))
     }
 
-    /// Checks ranges that would make the model meaningless.
+    /// Checks every value against its declared range (`PARAMS`), then the rules that tie
+    /// parameters together. Runs before anything is built from the configuration.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let pos = |name: &str, v: f64| {
-            if v > 0.0 && v.is_finite() {
-                Ok(())
-            } else {
-                Err(param_err(name, format!("must be > 0, got {v}")))
-            }
-        };
-        let nonneg = |name: &str, v: f64| {
-            if v >= 0.0 && v.is_finite() {
-                Ok(())
-            } else {
-                Err(param_err(name, format!("must be >= 0, got {v}")))
-            }
-        };
-        if !(1..=64).contains(&self.core.count) {
-            return Err(param_err("core.count", format!("must be in 1..=64, got {}", self.core.count)));
-        }
-        pos("core.freq_ghz", self.core.freq_ghz)?;
-        pos("core.ipc", self.core.ipc)?;
-        if self.core.store_buffer == 0 {
-            return Err(param_err("core.store_buffer", "must be at least 1"));
-        }
-        for (n, size, ways, lat, repl) in [
-            ("l1", self.l1.size_kib, self.l1.ways, self.l1.latency_ns, &self.l1.replacement),
-            ("l2", self.l2.size_kib, self.l2.ways, self.l2.latency_ns, &self.l2.replacement),
-            ("llc", self.llc.size_kib, self.llc.ways, self.llc.latency_ns, &self.llc.replacement),
+        self.check_limits()?;
+        for (n, size, ways) in [
+            ("l1", self.l1.size_kib, self.l1.ways),
+            ("l2", self.l2.size_kib, self.l2.ways),
+            ("llc", self.llc.size_kib, self.llc.ways),
         ] {
             let lines = size * 1024 / 64;
             if ways == 0 || lines == 0 || lines % ways as u64 != 0 || !(lines / ways as u64).is_power_of_two() {
@@ -219,63 +225,13 @@ impl Config {
                     format!("{size} KiB with {ways} ways does not give a power-of-two number of sets"),
                 ));
             }
-            nonneg(&format!("{n}.latency_ns"), lat)?;
-            if !["lru", "random"].contains(&repl.as_str()) {
-                return Err(param_err(
-                    &format!("{n}.replacement"),
-                    format!("unknown policy '{repl}' (valid: lru, random)"),
-                ));
-            }
         }
-        nonneg("noc.hop_ns", self.noc.hop_ns)?;
-        nonneg("noc.writeback_ns", self.noc.writeback_ns)?;
-        nonneg("pm.xpbuffer_ns", self.pm.xpbuffer_ns)?;
-        if !(1..=16).contains(&self.mc.count) {
-            return Err(param_err("mc.count", format!("must be in 1..=16, got {}", self.mc.count)));
-        }
-        if self.mc.interleave < 64 || !self.mc.interleave.is_power_of_two() {
-            return Err(param_err(
-                "mc.interleave",
-                format!("must be a power of two >= 64, got {}", self.mc.interleave),
-            ));
-        }
-        if !["interleave", "xor"].contains(&self.mc.mapping.as_str()) {
-            return Err(param_err(
-                "mc.mapping",
-                format!("unknown mapper '{}' (valid: interleave, xor)", self.mc.mapping),
-            ));
-        }
-        if !["accept", "after_read"].contains(&self.rt.early_ack.as_str()) {
-            return Err(param_err(
-                "rt.early_ack",
-                format!("unknown policy '{}' (valid: accept, after_read)", self.rt.early_ack),
-            ));
-        }
-        if self.mc.wpq_entries == 0 {
-            return Err(param_err("mc.wpq_entries", "must be at least 1"));
-        }
-        nonneg("pm.read_ns", self.pm.read_ns)?;
-        nonneg("pm.write_ns", self.pm.write_ns)?;
-        pos("pm.read_gbps", self.pm.read_gbps)?;
-        pos("pm.write_gbps", self.pm.write_gbps)?;
-        nonneg("dram.latency_ns", self.dram.latency_ns)?;
-        nonneg("pb.flush_ns", self.pb.flush_ns)?;
-        for (n, v) in [
-            ("pb.entries", self.pb.entries),
-            ("pb.wbb_entries", self.pb.wbb_entries),
-            ("et.entries", self.et.entries),
-            ("rt.entries", self.rt.entries),
-            ("rt.bloom_counters", self.rt.bloom_counters),
-        ] {
-            if v == 0 {
-                return Err(param_err(n, "must be at least 1"));
-            }
-        }
-        if self.hops.poll_cycles == 0 {
-            return Err(param_err("hops.poll_cycles", "must be at least 1"));
-        }
-        pos("sim.watchdog_ms", self.sim.watchdog_ms)?;
         Ok(())
+    }
+
+    /// The declared range of a parameter (dotted name).
+    pub fn limit(name: &str) -> Option<Limit> {
+        PARAMS.iter().find(|p| p.name == name).map(|p| p.limit)
     }
 
     /// `name = value  # unit — help`, one line per parameter (for `pmsim config show`).
@@ -291,9 +247,30 @@ impl Config {
             }
             let val = v.get(sec).and_then(|s| s.get(field)).map(|x| x.to_string()).unwrap_or_default();
             out.push_str(&format!(
-                "{field} = {val}  # {}{}\n",
+                "{field} = {val}  # {}{} (valid: {})\n",
                 if p.unit.is_empty() { String::new() } else { format!("[{}] ", p.unit) },
-                p.help
+                p.help,
+                p.limit.describe()
+            ));
+        }
+        out
+    }
+
+    /// The parameter table of `docs/config.md` (Markdown), generated from `PARAMS`.
+    pub fn reference_markdown() -> String {
+        let d = Config::default();
+        let v = toml::Value::try_from(&d).unwrap_or(toml::Value::Boolean(false));
+        let mut out = String::from("| parameter | default | unit | valid | meaning |\n|---|---|---|---|---|\n");
+        for p in PARAMS {
+            let (sec, field) = p.name.split_once('.').unwrap_or(("", p.name));
+            let val = v.get(sec).and_then(|s| s.get(field)).map(|x| x.to_string()).unwrap_or_default();
+            let cell = |s: &str| s.replace('|', "\\|");
+            out.push_str(&format!(
+                "| `{}` | `{val}` | {} | {} | {} |\n",
+                p.name,
+                p.unit,
+                cell(&p.limit.describe()),
+                cell(p.help)
             ));
         }
         out
@@ -348,6 +325,42 @@ mod tests {
         let e = c.set("core.count", "abc").unwrap_err().to_string();
         assert!(e.contains("'abc' is not an integer"), "{e}");
         let e = c.set("l1.replacement", "fifo").unwrap_err().to_string();
-        assert!(e.contains("unknown policy 'fifo'"), "{e}");
+        assert!(e.contains("unknown value 'fifo' (valid: lru, random)"), "{e}");
+    }
+
+    #[test]
+    fn every_parameter_declares_its_range() {
+        let undeclared: Vec<&str> =
+            PARAMS.iter().filter(|p| p.limit == UNDECLARED || p.limit.describe() == "any").map(|p| p.name).collect();
+        assert!(
+            undeclared.is_empty(),
+            "parameters without a declared range (add @range to their line): {undeclared:?}"
+        );
+    }
+
+    #[test]
+    fn values_out_of_range_are_refused_before_anything_is_built() {
+        // The values that once panicked ("capacity overflow") or aborted (allocation failure),
+        // and the ones that wrapped simulated time.
+        for (k, v) in [
+            ("mc.wpq_entries", "9223372036854775807"),
+            ("mc.wpq_entries", "4294967296"),
+            ("pb.entries", "9223372036854775807"),
+            ("rt.entries", "9223372036854775807"),
+            ("rt.bloom_counters", "9223372036854775807"),
+            ("core.store_buffer", "9223372036854775807"),
+            ("pm.write_ns", "1.9e16"),
+            ("pm.write_gbps", "1e-300"),
+            ("pm.read_ns", "nan"),
+            ("pm.read_ns", "inf"),
+            ("noc.writeback_ns", "-1"),
+            ("llc.size_kib", "9223372036854775807"),
+        ] {
+            let mut c = Config::default();
+            let e = c.set(k, v).unwrap_err().to_string();
+            assert!(e.contains(k) && e.contains("must be"), "{k}={v}: {e}");
+        }
+        let e = Config::from_toml_str("t.toml", "[mc]\nwpq_entries = 9223372036854775807\n").unwrap_err().to_string();
+        assert!(e.contains("mc.wpq_entries") && e.contains("1 to 4096"), "{e}");
     }
 }

@@ -9,6 +9,7 @@
 pub mod config;
 pub mod crash;
 pub mod design;
+pub mod limits;
 pub mod machine;
 pub mod mem;
 pub mod sim;

@@ -21,6 +21,19 @@ pub enum SimError {
     Stuck { at_ns: u64, idle_ns: u64, report: String },
     #[error("{0}")]
     Setup(String),
+    #[error(
+        "simulated time would pass {limit_days} days at {at}: pmsim keeps time in u64 picoseconds (213 days) and stops at half of that so no sum can wrap; shorten the trace or its compute counts, or lower latencies"
+    )]
+    TimeOverflow { limit_days: u64, at: String },
+}
+
+/// The latest simulated instant (ps) a run may reach: half of u64 picoseconds (106 days), so
+/// that adding any one latency (each at most a simulated second, `limits::LATENCY_NS`) to a
+/// time within the limit cannot wrap.
+pub const MAX_SIM_PS: u64 = u64::MAX / 2;
+
+fn time_overflow(at: String) -> SimError {
+    SimError::TimeOverflow { limit_days: MAX_SIM_PS / 86_400_000_000_000_000, at }
 }
 
 struct Cursor {
@@ -119,6 +132,12 @@ impl Simulator {
     }
 
     fn step_event(&mut self, t: u64, ev: Ev) -> Result<(), SimError> {
+        if t > MAX_SIM_PS {
+            return Err(time_overflow(match ev {
+                Ev::Core(c) => format!("core {c}"),
+                _ => "the memory system".to_string(),
+            }));
+        }
         self.m.now = t;
         self.m.events_processed += 1;
         match ev {
@@ -212,6 +231,9 @@ impl Simulator {
                 return Ok(());
             }
             let t = core.time;
+            if t > MAX_SIM_PS {
+                return Err(time_overflow(format!("core {c}")));
+            }
             if let Some(pt) = self.m.peek_time() {
                 if t > pt {
                     self.m.schedule(t, Ev::Core(c as u16));
@@ -299,7 +321,9 @@ impl Simulator {
         match ev.kind {
             Kind::Compute => {
                 let core = &mut self.m.cores[c];
-                core.time += ev.addr * ppi / 1000;
+                // Saturating: a huge count lands beyond MAX_SIM_PS and is reported, never wrapped.
+                core.time =
+                    core.time.saturating_add(((ev.addr as u128 * ppi as u128) / 1000).min(u64::MAX as u128) as u64);
                 core.stats.instructions += ev.addr;
                 true
             }

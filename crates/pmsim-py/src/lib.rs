@@ -3,6 +3,7 @@
 //! Functions take and return plain strings, maps and JSON so the Python side stays thin; every
 //! failure is a `pmsim.PmsimError` carrying one clear message (never a Rust panic).
 
+pub mod output;
 pub mod runner;
 
 use pyo3::create_exception;

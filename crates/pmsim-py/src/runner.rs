@@ -56,7 +56,13 @@ pub fn sources(input: &Input) -> Result<Opened, String> {
             if !p.exists() {
                 return Err(format!("{path}: no such file"));
             }
+            if !is_regular(p) {
+                // A pipe or device (/dev/stdin) can be read once only: read it whole.
+                let t = Arc::new(load_trace(path)?);
+                return Ok(Opened { sources: VecSource::all(&t), pm: t.pm.clone(), labels: t.labels.clone() });
+            }
             if binary::is_binary(p) {
+                pmsim_trace::validate_binary(p).map_err(|e| e.to_string())?;
                 let first = BinarySource::open(p, 0).map_err(|e| e.to_string())?;
                 let h = first.header().clone();
                 let mut srcs: Vec<Box<dyn EventSource>> = vec![Box::new(first)];
@@ -98,12 +104,10 @@ pub fn convert(src: &str, dst: &str, to_binary: bool, compress: bool) -> Result<
     if !sp.exists() {
         return Err(format!("{src}: no such file"));
     }
-    let tmp = format!("{dst}.partial");
-    let result = (|| -> Result<(), String> {
-        let out = std::fs::File::create(&tmp).map_err(|e| format!("{dst}: cannot create: {e}"))?;
-        let out = std::io::BufWriter::new(out);
+    crate::output::write_with(dst, |out| {
         if to_binary {
-            if binary::is_binary(sp) {
+            // A pipe or device is read once, whole (is_binary would consume its first bytes).
+            if !is_regular(sp) || binary::is_binary(sp) {
                 let t = load_trace(src)?;
                 binary::write(out, &t, compress).map_err(|e| format!("{dst}: {e}"))?;
                 return Ok(());
@@ -114,7 +118,7 @@ pub fn convert(src: &str, dst: &str, to_binary: bool, compress: bool) -> Result<
             w.finish().map_err(|e| format!("{dst}: {e}"))?;
         } else {
             let mut out = out;
-            if binary::is_binary(sp) {
+            if is_regular(sp) && binary::is_binary(sp) {
                 write_text_streaming(sp, &mut out)?;
             } else {
                 let t = load_trace(src)?;
@@ -123,19 +127,18 @@ pub fn convert(src: &str, dst: &str, to_binary: bool, compress: bool) -> Result<
             std::io::Write::flush(&mut out).map_err(|e| format!("{dst}: {e}"))?;
         }
         Ok(())
-    })();
-    match result {
-        Ok(()) => std::fs::rename(&tmp, dst).map_err(|e| format!("{dst}: {e}")),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    })
+}
+
+/// Is `p` a regular file (streamable, seekable), rather than a pipe or device like /dev/stdin?
+fn is_regular(p: &Path) -> bool {
+    std::fs::metadata(p).map(|m| m.is_file()).unwrap_or(false)
 }
 
 /// Binary -> text without loading the trace: one cursor per thread, merged by gid.
 fn write_text_streaming(p: &Path, out: &mut impl std::io::Write) -> Result<(), String> {
     let name = p.display().to_string();
+    pmsim_trace::validate_binary(p).map_err(|e| e.to_string())?;
     let first = BinarySource::open(p, 0).map_err(|e| e.to_string())?;
     let h = first.header().clone();
     let labels = BinarySource::labels(p).map_err(|e| e.to_string())?;
@@ -179,24 +182,15 @@ pub fn trace_stats(input: &Input) -> Result<TraceStats, String> {
 /// Writes a workload's trace to a file (text, or binary when the name ends in .bin/.pmtb).
 pub fn generate_to(name: &str, params: &BTreeMap<String, String>, dst: &str, compress: bool) -> Result<u64, String> {
     let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
-    let tmp = format!("{dst}.partial");
-    let f = std::fs::File::create(&tmp).map_err(|e| format!("{dst}: cannot create: {e}"))?;
-    let mut out = std::io::BufWriter::new(f);
-    let r = if dst.ends_with(".bin") || dst.ends_with(".pmtb") {
-        binary::write(out, &g.trace, compress).map(|_| ())
-    } else {
-        text::write(&mut out, &g.trace).and_then(|_| std::io::Write::flush(&mut out))
-    };
-    match r {
-        Ok(()) => {
-            std::fs::rename(&tmp, dst).map_err(|e| format!("{dst}: {e}"))?;
-            Ok(g.trace.num_events() as u64)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(format!("{dst}: {e}"))
-        }
-    }
+    crate::output::write_with(dst, |mut out| {
+        let r = if dst.ends_with(".bin") || dst.ends_with(".pmtb") {
+            binary::write(out, &g.trace, compress).map(|_| ())
+        } else {
+            text::write(&mut out, &g.trace).and_then(|_| std::io::Write::flush(&mut out))
+        };
+        r.map_err(|e| format!("{dst}: {e}"))?;
+        Ok(g.trace.num_events() as u64)
+    })
 }
 
 /// Which instants `pmsim crash` checks.

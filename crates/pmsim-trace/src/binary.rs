@@ -23,9 +23,9 @@ pub const MAGIC: &[u8; 8] = b"PMSIMTRB";
 /// Version 2: an acquire's `aux` counts the releasing events before it, not every sync event.
 pub const VERSION: u16 = 2;
 pub const FLAG_LZ4: u16 = 1;
-const TAG_END: u8 = 0;
-const TAG_BLOCK: u8 = 1;
-const TAG_LABEL: u8 = 2;
+pub(crate) const TAG_END: u8 = 0;
+pub(crate) const TAG_BLOCK: u8 = 1;
+pub(crate) const TAG_LABEL: u8 = 2;
 /// Raw payload bytes per block before it is emitted.
 const BLOCK_BYTES: usize = 64 * 1024;
 
@@ -199,7 +199,7 @@ impl<W: Write> EventSink for Writer<W> {
     }
 }
 
-fn encode_fields(raw: &mut Vec<u8>, ev: &Event) {
+pub(crate) fn encode_fields(raw: &mut Vec<u8>, ev: &Event) {
     match ev.kind {
         Kind::Compute | Kind::Begin | Kind::End => put_varint(raw, ev.addr),
         Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => {}
@@ -262,15 +262,20 @@ pub fn read_header<R: Read>(file: &str, r: &mut R) -> Result<Header, TraceError>
     }
     r.read_exact(&mut b4).map_err(|_| bad("truncated header"))?;
     let npm = u32::from_le_bytes(b4) as usize;
-    if npm > 1024 {
-        return Err(bad("too many PM ranges"));
+    if npm == 0 || npm > 1024 {
+        return Err(bad(&format!("PM range count {npm} is not in 1..=1024")));
     }
     let mut pm = Vec::with_capacity(npm);
     for _ in 0..npm {
         r.read_exact(&mut b8).map_err(|_| bad("truncated header"))?;
         let base = u64::from_le_bytes(b8);
         r.read_exact(&mut b8).map_err(|_| bad("truncated header"))?;
-        pm.push(PmRange { base, size: u64::from_le_bytes(b8) });
+        let size = u64::from_le_bytes(b8);
+        // The rules of the text format's `pm BASE SIZE` line.
+        if size == 0 || base.checked_add(size).is_none() {
+            return Err(bad(&format!("PM range {base:#x}+{size:#x} is empty or overflows the address space")));
+        }
+        pm.push(PmRange { base, size });
     }
     Ok(Header { version, flags, threads, pm, records_at: 20 + 16 * npm as u64 })
 }
@@ -279,7 +284,7 @@ pub fn read_header<R: Read>(file: &str, r: &mut R) -> Result<Header, TraceError>
 pub(crate) enum Record {
     Block { thread: usize, count: u32, payload: Vec<u8> },
     Label { id: u32, name: String },
-    End { total_events: u64 },
+    End { total_events: u64, total_labels: u32 },
 }
 
 /// A cursor over the records of a binary trace; `want` filters the blocks it decodes (others are
@@ -320,8 +325,12 @@ impl<R: Read + Seek> Cursor<R> {
                     let mut b8 = [0u8; 8];
                     self.r.read_exact(&mut b8).map_err(|_| self.bad("truncated END record"))?;
                     self.offset += 8;
-                    self.read_u32()?;
-                    return Ok(Some(Record::End { total_events: u64::from_le_bytes(b8) }));
+                    let total_labels = self.read_u32()?;
+                    // Nothing may follow END: a file with more is not one pmsim wrote.
+                    if self.r.read(&mut tag).map_err(|e| self.bad(&format!("cannot read: {e}")))? != 0 {
+                        return Err(self.bad("data after the END record"));
+                    }
+                    return Ok(Some(Record::End { total_events: u64::from_le_bytes(b8), total_labels }));
                 }
                 TAG_LABEL => {
                     let id = self.read_u32()?;
@@ -380,7 +389,7 @@ pub(crate) fn decode_block(
         let d = get_varint(payload, &mut pos).ok_or("truncated event")?;
         let gid = match prev {
             None => d,
-            Some(p) => p + 1 + d,
+            Some(p) => p.checked_add(1).and_then(|x| x.checked_add(d)).ok_or("event id overflows")?,
         };
         prev = Some(gid);
         let kb = *payload.get(pos).ok_or("truncated event")?;
@@ -443,12 +452,25 @@ pub fn read<R: Read + Seek>(file: &str, r: R) -> Result<Trace, TraceError> {
                 if id as usize != labels.len() {
                     return Err(TraceError::new(file, 0, format!("label at byte {at} out of order")));
                 }
+                if let Some(e) = crate::validate::label_error(&name) {
+                    return Err(TraceError::new(file, 0, format!("label at byte {at}: {e}")));
+                }
+                if labels.contains(&name) {
+                    return Err(TraceError::new(file, 0, format!("label at byte {at}: '{name}' defined twice")));
+                }
                 labels.push(name);
             }
-            Some(Record::End { total_events }) => {
+            Some(Record::End { total_events, total_labels }) => {
                 let n: usize = threads.iter().map(|t| t.events.len()).sum();
                 if n as u64 != total_events {
                     return Err(TraceError::new(file, 0, format!("END says {total_events} events, blocks hold {n}")));
+                }
+                if total_labels as usize != labels.len() {
+                    return Err(TraceError::new(
+                        file,
+                        0,
+                        format!("END says {total_labels} labels, the file defines {}", labels.len()),
+                    ));
                 }
                 break;
             }
@@ -456,6 +478,7 @@ pub fn read<R: Read + Seek>(file: &str, r: R) -> Result<Trace, TraceError> {
         }
     }
     let t = Trace { pm: c.header.pm.clone(), labels, threads };
+    crate::validate::check_trace(&t).map_err(|m| TraceError::new(file, 0, m))?;
     Ok(t)
 }
 
@@ -472,8 +495,20 @@ pub fn is_binary(path: &std::path::Path) -> bool {
     std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut m)).is_ok() && &m == MAGIC
 }
 
-/// Reads either format, deciding by content.
+/// Reads either format, deciding by content. A pipe or device (`/dev/stdin`) is read whole
+/// first, since it can be read only once.
 pub fn read_any(path: &std::path::Path) -> Result<Trace, TraceError> {
+    let name = path.display().to_string();
+    let regular = std::fs::metadata(path).map_err(|e| TraceError::io(&name, e))?.is_file();
+    if !regular {
+        let mut bytes = Vec::new();
+        std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(|e| TraceError::io(&name, e))?;
+        return if bytes.starts_with(MAGIC) {
+            read(&name, std::io::Cursor::new(bytes))
+        } else {
+            crate::text::read(&name, std::io::Cursor::new(bytes))
+        };
+    }
     if is_binary(path) {
         read_path(path)
     } else {

@@ -20,11 +20,12 @@ mod source;
 mod stats;
 pub mod text;
 mod trace;
+pub mod validate;
 
 pub use error::TraceError;
 pub use event::{Event, Kind, LINE_BYTES, WORD_BYTES};
 pub use image::{MemImage, WordVal, INITIAL as INITIAL_ID};
 pub use record::{Access, RunRecord, SyncPerform, WordAccess};
-pub use source::{BinarySource, Chunk, EventSource, VecSource};
+pub use source::{validate_binary, BinarySource, Chunk, EventSource, VecSource};
 pub use stats::TraceStats;
 pub use trace::{is_pm, EventSink, PmRange, Sequencer, ThreadStream, Trace, TraceBuilder, DEFAULT_PM};

@@ -94,16 +94,94 @@ impl BinarySource {
 
     /// All labels of the file, in id order (a separate scan; labels are small).
     pub fn labels(path: &std::path::Path) -> Result<Vec<String>, TraceError> {
+        Ok(BinarySource::scan(path)?.0)
+    }
+
+    /// The labels (checked: ids in order, names a text trace can hold, no repeats) and the END
+    /// record's event count, skipping blocks.
+    fn scan(path: &std::path::Path) -> Result<(Vec<String>, u64), TraceError> {
         let mut s = BinarySource::open(path, usize::MAX)?;
-        let mut labels = Vec::new();
+        let file = s.cursor.file.clone();
+        let mut labels: Vec<String> = Vec::new();
+        let mut seen = rustc_hash::FxHashSet::default();
         loop {
+            let at = s.cursor.offset;
+            let bad = |m: String| TraceError::new(&file, 0, format!("label at byte {at}: {m}"));
             match s.cursor.next(&|_| false)? {
-                Some(Record::Label { name, .. }) => labels.push(name),
-                Some(Record::End { .. }) | None => return Ok(labels),
+                Some(Record::Label { id, name }) => {
+                    if id as usize != labels.len() {
+                        return Err(bad(format!("id {id} out of order (expected {})", labels.len())));
+                    }
+                    if let Some(e) = crate::validate::label_error(&name) {
+                        return Err(bad(e));
+                    }
+                    if !seen.insert(name.clone()) {
+                        return Err(bad(format!("'{name}' defined twice")));
+                    }
+                    labels.push(name)
+                }
+                Some(Record::End { total_events, total_labels }) => {
+                    if total_labels as usize != labels.len() {
+                        return Err(TraceError::new(
+                            &file,
+                            0,
+                            format!("END says {total_labels} labels, the file defines {}", labels.len()),
+                        ));
+                    }
+                    return Ok((labels, total_events));
+                }
+                None => return Ok((labels, 0)),
                 Some(Record::Block { .. }) => {}
             }
         }
     }
+}
+
+/// Checks a binary trace file without loading it: its records, its END totals, and every event
+/// in global order through the shared [`Validator`](crate::validate::Validator), exactly as a
+/// text trace is checked. Runs and conversions that stream a binary file call this first, so
+/// they accept exactly what the in-memory reader accepts.
+pub fn validate_binary(path: &std::path::Path) -> Result<(), TraceError> {
+    let (labels, total) = BinarySource::scan(path)?;
+    let first = BinarySource::open(path, 0)?;
+    let name = first.cursor.file.clone();
+    let threads = first.header().threads;
+    let mut srcs = vec![first];
+    for t in 1..threads {
+        srcs.push(BinarySource::open(path, t)?);
+    }
+    let mut v = crate::validate::Validator::new(threads);
+    v.labels = labels.len();
+    let mut chunks: Vec<Chunk> = (0..threads).map(|_| Chunk::default()).collect();
+    let mut pos = vec![0usize; threads];
+    let mut live = vec![true; threads];
+    let mut n = 0u64;
+    loop {
+        let mut best: Option<(u64, usize)> = None;
+        for t in 0..threads {
+            if live[t] && pos[t] >= chunks[t].events.len() {
+                pos[t] = 0;
+                live[t] = srcs[t].next_chunk(&mut chunks[t])?;
+            }
+            if live[t] {
+                let g = chunks[t].events[pos[t]].gid;
+                if best.is_none_or(|(bg, _)| g < bg) {
+                    best = Some((g, t));
+                }
+            }
+        }
+        let Some((_, t)) = best else { break };
+        let ev = chunks[t].events[pos[t]];
+        pos[t] += 1;
+        n += 1;
+        v.order(&ev)
+            .and_then(|_| v.event(t, &ev))
+            .map_err(|m| TraceError::new(&name, 0, format!("T{t} event {}: {m}", ev.gid)))?;
+    }
+    if n != total {
+        return Err(TraceError::new(&name, 0, format!("END says {total} events, blocks hold {n}")));
+    }
+    Ok(())
 }
 
 impl EventSource for BinarySource {

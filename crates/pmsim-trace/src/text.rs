@@ -12,8 +12,9 @@
 //! `release ADDR [SIZE [VALUE]]` (default 8 bytes; a release writes VALUE, default 0), and
 //! `begin`/`end` labels are single tokens.
 
-use crate::event::{Event, Kind, LINE_BYTES};
+use crate::event::{Event, Kind};
 use crate::trace::{value_of, EventSink, Trace, TraceBuilder};
+use crate::validate::{access_error, Validator};
 use crate::TraceError;
 use std::io::{BufRead, Write};
 
@@ -74,6 +75,7 @@ pub fn read<R: BufRead>(file: &str, r: R) -> Result<Trace, TraceError> {
 pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Result<(), TraceError> {
     let mut have_threads = false;
     let mut saw_header = false;
+    let mut v = Validator::default();
     for (idx, line) in r.lines().enumerate() {
         let lineno = idx + 1;
         let line = line.map_err(|e| TraceError::new(file, lineno, format!("cannot read: {e}")))?;
@@ -105,6 +107,7 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                     .filter(|&n| (1..=4096).contains(&n))
                     .ok_or_else(|| err(format!("thread count '{}' is not a number in 1..=4096", toks[1])))?;
                 sink.set_threads(n as usize).map_err(|e| err(format!("cannot write: {e}")))?;
+                v = Validator::new(n as usize);
                 have_threads = true;
             }
             "pm" => {
@@ -134,7 +137,7 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                 if thread >= sink.num_threads() {
                     return Err(err(format!("thread T{thread} but the trace has {} threads", sink.num_threads())));
                 }
-                parse_event(sink, thread, &toks[1..]).map_err(err)?;
+                parse_event(sink, &mut v, thread, &toks[1..]).map_err(err)?;
             }
             other => return Err(err(format!("unknown directive '{other}'"))),
         }
@@ -148,7 +151,20 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
     Ok(())
 }
 
-fn parse_event<S: EventSink>(b: &mut S, thread: usize, toks: &[&str]) -> Result<(), String> {
+/// Checks `ev` with the shared validator, then appends it.
+fn push<S: EventSink>(
+    b: &mut S,
+    v: &mut Validator,
+    thread: usize,
+    ev: Event,
+    value: Option<&[u8]>,
+) -> Result<(), String> {
+    v.event(thread, &ev)?;
+    b.push(thread, ev, value).map_err(|e| format!("cannot write: {e}"))?;
+    Ok(())
+}
+
+fn parse_event<S: EventSink>(b: &mut S, v: &mut Validator, thread: usize, toks: &[&str]) -> Result<(), String> {
     let Some(&name) = toks.first() else {
         return Err("missing event after thread".into());
     };
@@ -168,8 +184,8 @@ fn parse_event<S: EventSink>(b: &mut S, thread: usize, toks: &[&str]) -> Result<
     let size_of = |s: &str, addr: u64| -> Result<u8, String> {
         let n =
             parse_num(s).filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("size '{s}' is not in 1..=64"))?;
-        if (addr % LINE_BYTES) + n > LINE_BYTES {
-            return Err(format!("access of {n} bytes at {addr:#x} crosses a 64 B line"));
+        if let Some(e) = access_error(addr, n) {
+            return Err(e);
         }
         Ok(n as u8)
     };
@@ -177,20 +193,20 @@ fn parse_event<S: EventSink>(b: &mut S, thread: usize, toks: &[&str]) -> Result<
         Kind::Compute => {
             nargs(1, 1)?;
             let n = parse_num(args[0]).ok_or_else(|| format!("bad instruction count '{}'", args[0]))?;
-            b.push(thread, Event { addr: n, ..Event::new(kind) }, None).map_err(|e| format!("cannot write: {e}"))?;
+            push(b, v, thread, Event { addr: n, ..Event::new(kind) }, None)?;
         }
         Kind::Load => {
             nargs(2, 2)?;
             let a = addr_of(args[0])?;
             let s = size_of(args[1], a)?;
-            b.push(thread, Event::mem(kind, a, s), None).map_err(|e| format!("cannot write: {e}"))?;
+            push(b, v, thread, Event::mem(kind, a, s), None)?;
         }
         Kind::Store | Kind::NtStore | Kind::Rmw => {
             nargs(2, 3)?;
             let a = addr_of(args[0])?;
             let s = size_of(args[1], a)?;
-            let v = args.get(2).map(|v| parse_value(v, s as usize)).transpose()?;
-            b.push(thread, Event::mem(kind, a, s), v.as_deref()).map_err(|e| format!("cannot write: {e}"))?;
+            let val = args.get(2).map(|x| parse_value(x, s as usize)).transpose()?;
+            push(b, v, thread, Event::mem(kind, a, s), val.as_deref())?;
         }
         Kind::Acquire => {
             nargs(1, 2)?;
@@ -199,7 +215,7 @@ fn parse_event<S: EventSink>(b: &mut S, thread: usize, toks: &[&str]) -> Result<
                 Some(t) => size_of(t, a)?,
                 None => size_of("8", a)?,
             };
-            b.push(thread, Event::mem(kind, a, s), None).map_err(|e| format!("cannot write: {e}"))?;
+            push(b, v, thread, Event::mem(kind, a, s), None)?;
         }
         Kind::Release => {
             nargs(1, 3)?;
@@ -208,23 +224,23 @@ fn parse_event<S: EventSink>(b: &mut S, thread: usize, toks: &[&str]) -> Result<
                 Some(t) => size_of(t, a)?,
                 None => size_of("8", a)?,
             };
-            let v = args.get(2).map(|v| parse_value(v, s as usize)).transpose()?;
-            b.push(thread, Event::mem(kind, a, s), v.as_deref()).map_err(|e| format!("cannot write: {e}"))?;
+            let val = args.get(2).map(|x| parse_value(x, s as usize)).transpose()?;
+            push(b, v, thread, Event::mem(kind, a, s), val.as_deref())?;
         }
         Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
             nargs(1, 1)?;
             let a = addr_of(args[0])?;
-            b.push(thread, Event::mem(kind, a, 1), None).map_err(|e| format!("cannot write: {e}"))?;
+            push(b, v, thread, Event::mem(kind, a, 1), None)?;
         }
         Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => {
             nargs(0, 0)?;
-            b.push(thread, Event::new(kind), None).map_err(|e| format!("cannot write: {e}"))?;
+            push(b, v, thread, Event::new(kind), None)?;
         }
         Kind::Begin | Kind::End => {
             nargs(1, 1)?;
             let id = b.label(args[0]).map_err(|e| format!("cannot write: {e}"))?;
-            b.push(thread, Event { addr: id as u64, ..Event::new(kind) }, None)
-                .map_err(|e| format!("cannot write: {e}"))?;
+            v.labels = v.labels.max(id as usize + 1);
+            push(b, v, thread, Event { addr: id as u64, ..Event::new(kind) }, None)?;
         }
     }
     Ok(())

@@ -3,26 +3,67 @@
 
 use std::collections::BTreeMap;
 
-/// One parameter a workload accepts, with its default and documentation.
+/// One parameter a workload accepts, with its default, unit, valid range and documentation.
+/// The range is checked before anything is generated and printed by `pmsim workloads`.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ParamSpec {
     pub name: &'static str,
     pub default: &'static str,
     pub unit: &'static str,
+    pub range: Range,
     pub help: &'static str,
 }
 
+/// The valid values of a workload parameter: `min..=max`, multiples of `step`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Range {
+    pub min: u64,
+    pub max: u64,
+    pub step: u64,
+}
+
+/// Any integer in `min..=max`.
+pub const fn int(min: u64, max: u64) -> Range {
+    Range { min, max, step: 1 }
+}
+
+/// Multiples of `step` in `min..=max`.
+pub const fn multiple(step: u64, min: u64, max: u64) -> Range {
+    Range { min, max, step }
+}
+
+impl Range {
+    pub fn contains(&self, v: u64) -> bool {
+        (self.min..=self.max).contains(&v) && v.is_multiple_of(self.step.max(1))
+    }
+
+    /// `1..=64`, or `multiples of 64 in 64..=1048576`.
+    pub fn describe(&self) -> String {
+        let span =
+            if self.max == u64::MAX { format!(">= {}", self.min) } else { format!("{}..={}", self.min, self.max) };
+        if self.step > 1 {
+            format!("multiples of {} in {span}", self.step)
+        } else {
+            span
+        }
+    }
+}
+
+/// Threads × ops above which a workload is refused: the trace is built in memory before it is
+/// simulated (a few hundred bytes per operation), so larger runs would exhaust the host.
+pub const MAX_TOTAL_OPS: u64 = 4_000_000;
+
 /// Parameters every workload accepts.
 pub const COMMON: &[ParamSpec] = &[
-    ParamSpec { name: "threads", default: "4", unit: "threads", help: "worker threads (one per simulated core)" },
-    ParamSpec { name: "ops", default: "2000", unit: "operations", help: "operations per thread" },
-    ParamSpec { name: "seed", default: "1", unit: "", help: "seed of every random choice (keys, interleaving)" },
-    ParamSpec { name: "key_size", default: "16", unit: "bytes", help: "key size (16..=128)" },
-    ParamSpec { name: "value_size", default: "64", unit: "bytes", help: "value size (16..=128)" },
+    ParamSpec { name: "threads", default: "4", unit: "threads", range: int(1, 64), help: "worker threads (one per simulated core)" },
+    ParamSpec { name: "ops", default: "2000", unit: "operations", range: int(1, 1_000_000), help: "operations per thread" },
+    ParamSpec { name: "seed", default: "1", unit: "", range: int(0, u64::MAX), help: "seed of every random choice (keys, interleaving)" },
+    ParamSpec { name: "key_size", default: "16", unit: "bytes", range: int(8, 128), help: "key size" },
+    ParamSpec { name: "value_size", default: "64", unit: "bytes", range: int(8, 128), help: "value size" },
     ParamSpec {
         name: "durable_every",
         default: "1",
-        unit: "operations",
+        unit: "operations", range: int(1, 1 << 20),
         help: "operations per durability fence where an operation ends with one (1: each is durable when it returns, as in the original programs; K: a dfence after every K-th, which makes the K-1 before it durable too)",
     },
 ];
@@ -61,7 +102,17 @@ impl Params {
             }
             let n =
                 parse_u64(v).ok_or_else(|| err(format!("parameter '{k}' = '{v}' is not a non-negative integer")))?;
+            let spec = COMMON.iter().chain(own).find(|s| s.name == k).expect("known name");
+            if !spec.range.contains(n) {
+                return Err(err(format!("parameter '{k}' = {n} is not in {}", spec.range.describe())));
+            }
             vals.insert(k.clone(), n);
+        }
+        let total = vals["threads"].saturating_mul(vals["ops"]);
+        if total > MAX_TOTAL_OPS {
+            return Err(err(format!(
+                "threads x ops = {total} operations exceeds {MAX_TOTAL_OPS} (the trace is built in memory before it is simulated; use fewer ops)"
+            )));
         }
         let threads = vals["threads"] as usize;
         if !(1..=64).contains(&threads) {
@@ -95,5 +146,58 @@ fn parse_u64(s: &str) -> Option<u64> {
         u64::from_str_radix(h, 16).ok()
     } else {
         s.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn given(k: &str, v: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([(k.to_string(), v.to_string())])
+    }
+
+    #[test]
+    fn every_declared_default_is_in_its_range() {
+        for w in crate::list() {
+            for spec in COMMON.iter().chain(w.params()) {
+                let d = parse_u64(spec.default).unwrap();
+                assert!(
+                    spec.range.contains(d),
+                    "{}: {} default {d} not in {}",
+                    w.name(),
+                    spec.name,
+                    spec.range.describe()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn values_outside_the_declared_range_are_refused() {
+        let cases = [
+            ("array", "array_bytes", "0"),
+            ("array", "stripes", "0"),
+            ("array", "durable_every", "0"),
+            ("bandwidth", "block", "0"),
+            ("bandwidth", "block", "65"),
+            ("bandwidth", "stride", "0"),
+            ("array", "threads", "65"),
+            ("array", "ops", "1000000000"),
+            ("nstore", "update_pct", "101"),
+        ];
+        for (w, k, v) in cases {
+            let wl = crate::list().into_iter().find(|x| x.name() == w).unwrap();
+            let e = Params::parse(w, wl.params(), &given(k, v)).unwrap_err().to_string();
+            assert!(e.contains(&format!("'{k}' = {v}")) && e.contains("is not in"), "{w} {k}={v}: {e}");
+        }
+        let e = Params::parse(
+            "array",
+            &[],
+            &BTreeMap::from([("threads".into(), "64".into()), ("ops".into(), "100000".into())]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("exceeds"), "{e}");
     }
 }

@@ -15,7 +15,7 @@
 
 use super::undo_log::{alloc_logs, fase_begin, fase_commit, rollback};
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
@@ -24,12 +24,25 @@ use pmsim_trace::MemImage;
 pub struct AtlasHeap;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "initial", default: "1024", unit: "elements", help: "elements in the heap before the run" },
-    ParamSpec { name: "insert_pct", default: "50", unit: "%", help: "share of inserts (the rest are delete-min)" },
+    ParamSpec {
+        name: "initial",
+        default: "1024",
+        unit: "elements",
+        range: int(0, 1 << 24),
+        help: "elements in the heap before the run",
+    },
+    ParamSpec {
+        name: "insert_pct",
+        default: "50",
+        unit: "%",
+        range: int(0, 100),
+        help: "share of inserts (the rest are delete-min)",
+    },
     ParamSpec {
         name: "compute",
         default: "100",
         unit: "instructions",
+        range: int(0, 1_000_000),
         help: "non-memory work per operation (outside the lock)",
     },
 ];

@@ -14,7 +14,7 @@
 
 use super::undo_log::{alloc_logs, fase_begin, fase_commit, rollback};
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
@@ -24,13 +24,26 @@ use rustc_hash::{FxHashMap, FxHashSet};
 pub struct AtlasSkiplist;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "keys", default: "4096", unit: "keys", help: "key space; half of it is inserted before the run" },
-    ParamSpec { name: "insert_pct", default: "50", unit: "%", help: "share of inserts (the rest are deletes)" },
-    ParamSpec { name: "max_level", default: "12", unit: "levels", help: "maximum node height" },
+    ParamSpec {
+        name: "keys",
+        default: "4096",
+        unit: "keys",
+        range: int(2, 1 << 30),
+        help: "key space; half of it is inserted before the run",
+    },
+    ParamSpec {
+        name: "insert_pct",
+        default: "50",
+        unit: "%",
+        range: int(0, 100),
+        help: "share of inserts (the rest are deletes)",
+    },
+    ParamSpec { name: "max_level", default: "12", unit: "levels", range: int(1, 32), help: "maximum node height" },
     ParamSpec {
         name: "compute",
         default: "100",
         unit: "instructions",
+        range: int(0, 1_000_000),
         help: "non-memory work per operation (outside the lock)",
     },
 ];

@@ -31,7 +31,7 @@
 
 use super::common::*;
 use crate::ctx::{Ctx, Gen};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use pmsim_trace::MemImage;
@@ -44,20 +44,34 @@ const SUSPENDED: u64 = u64::MAX;
 const DIR_ENTRIES: u64 = 64;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "initial_depth", default: "2", unit: "bits", help: "initial global depth (2^d segments)" },
+    ParamSpec {
+        name: "initial_depth",
+        default: "2",
+        unit: "bits",
+        range: int(0, 16),
+        help: "initial global depth (2^d segments)",
+    },
     ParamSpec {
         name: "segment_lines",
         default: "256",
         unit: "lines",
+        range: int(4, 1 << 16),
         help: "64 B lines per segment (256 = CCEH's 16 KiB)",
     },
     ParamSpec {
         name: "probe_lines",
         default: "8",
         unit: "lines",
+        range: int(1, 1 << 16),
         help: "lines probed from each of the two hash positions",
     },
-    ParamSpec { name: "search_pct", default: "20", unit: "%", help: "operations that search an inserted key" },
+    ParamSpec {
+        name: "search_pct",
+        default: "20",
+        unit: "%",
+        range: int(0, 100),
+        help: "operations that search an inserted key",
+    },
     COMPUTE_PARAM,
 ];
 

@@ -24,7 +24,7 @@
 
 use super::common::*;
 use crate::ctx::{Ctx, Gen};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use pmsim_trace::MemImage;
@@ -37,11 +37,18 @@ const VALS: u64 = 32;
 const NEXT: u64 = 56;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "initial_buckets", default: "512", unit: "buckets", help: "initial table size (power of two)" },
+    ParamSpec {
+        name: "initial_buckets",
+        default: "512",
+        unit: "buckets",
+        range: int(1, 1 << 24),
+        help: "initial table size (power of two)",
+    },
     ParamSpec {
         name: "expand_pct",
         default: "1",
         unit: "%",
+        range: int(1, 100),
         help: "overflow buckets (as % of buckets, at least 1) that trigger a resize",
     },
     COMPUTE_PARAM,

@@ -10,7 +10,7 @@
 
 use super::keys;
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, RecoveryError, RecoveryReport};
 use pmsim_trace::MemImage;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -29,6 +29,7 @@ pub const COMPUTE_PARAM: ParamSpec = ParamSpec {
     name: "compute",
     default: "100",
     unit: "instructions",
+    range: int(0, 1_000_000),
     help: "application work before each operation (request handling)",
 };
 

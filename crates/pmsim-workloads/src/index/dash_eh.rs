@@ -26,7 +26,7 @@
 use super::common::*;
 use super::dash::{Geo, LD, NEXT, PATTERN, SPLITTING, STATE};
 use crate::ctx::{Ctx, Gen};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use pmsim_trace::MemImage;
@@ -39,11 +39,18 @@ const DIR_ENTRIES: u64 = 64;
 const DIR_LOCK: u64 = 8;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "initial_depth", default: "2", unit: "bits", help: "initial global depth (2^d segments)" },
+    ParamSpec {
+        name: "initial_depth",
+        default: "2",
+        unit: "bits",
+        range: int(0, 12),
+        help: "initial global depth (2^d segments)",
+    },
     ParamSpec {
         name: "buckets",
         default: "64",
         unit: "buckets",
+        range: int(4, 4096),
         help: "normal buckets per segment (power of two >= 4), plus 2 stash",
     },
     COMPUTE_PARAM,

@@ -21,7 +21,7 @@
 use super::common::*;
 use super::dash::Geo;
 use crate::ctx::{Ctx, Gen};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use pmsim_trace::MemImage;
@@ -33,12 +33,25 @@ const LOCK: u64 = 8;
 const DIR_ENTRIES: u64 = 64;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "initial_segments", default: "4", unit: "segments", help: "segments at level 0 (power of two)" },
-    ParamSpec { name: "max_segments", default: "65536", unit: "segments", help: "directory capacity" },
+    ParamSpec {
+        name: "initial_segments",
+        default: "4",
+        unit: "segments",
+        range: int(1, 4096),
+        help: "segments at level 0 (power of two)",
+    },
+    ParamSpec {
+        name: "max_segments",
+        default: "65536",
+        unit: "segments",
+        range: int(2, 1 << 24),
+        help: "directory capacity",
+    },
     ParamSpec {
         name: "buckets",
         default: "64",
         unit: "buckets",
+        range: int(4, 4096),
         help: "normal buckets per segment (power of two >= 4), plus 2 stash",
     },
     COMPUTE_PARAM,

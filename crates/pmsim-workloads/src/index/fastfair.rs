@@ -36,7 +36,7 @@
 
 use super::common::*;
 use crate::ctx::{Ctx, Gen};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use pmsim_trace::MemImage;
@@ -57,8 +57,20 @@ fn rec(n: u64, i: u64) -> u64 {
 }
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "search_pct", default: "20", unit: "%", help: "operations that search an inserted key" },
-    ParamSpec { name: "delete_pct", default: "10", unit: "%", help: "operations that delete an inserted key" },
+    ParamSpec {
+        name: "search_pct",
+        default: "20",
+        unit: "%",
+        range: int(0, 100),
+        help: "operations that search an inserted key",
+    },
+    ParamSpec {
+        name: "delete_pct",
+        default: "10",
+        unit: "%",
+        range: int(0, 100),
+        help: "operations that delete an inserted key",
+    },
     COMPUTE_PARAM,
 ];
 

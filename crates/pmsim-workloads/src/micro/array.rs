@@ -8,7 +8,7 @@
 //! made durable by a completed dfence.
 
 use crate::ctx::{Gen, Interleaver};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, multiple, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use pmsim_trace::MemImage;
@@ -17,15 +17,34 @@ use rustc_hash::FxHashMap;
 pub struct ArrayUpdate;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "array_bytes", default: "1048576", unit: "bytes", help: "size of the persistent array" },
-    ParamSpec { name: "stripes", default: "64", unit: "locks", help: "lock stripes over the array" },
+    ParamSpec {
+        name: "array_bytes",
+        default: "1048576",
+        unit: "bytes",
+        range: multiple(64, 4096, 1 << 34),
+        help: "size of the persistent array",
+    },
+    ParamSpec {
+        name: "stripes",
+        default: "64",
+        unit: "locks",
+        range: int(1, 1 << 20),
+        help: "lock stripes over the array",
+    },
     ParamSpec {
         name: "dfence_every",
         default: "8",
         unit: "operations",
+        range: int(1, 1 << 20),
         help: "a dfence after every K operations of a thread",
     },
-    ParamSpec { name: "compute", default: "50", unit: "instructions", help: "non-memory instructions per operation" },
+    ParamSpec {
+        name: "compute",
+        default: "50",
+        unit: "instructions",
+        range: int(0, 1_000_000),
+        help: "non-memory instructions per operation",
+    },
 ];
 
 impl Workload for ArrayUpdate {

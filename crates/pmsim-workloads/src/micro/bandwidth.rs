@@ -7,7 +7,7 @@
 //! image each thread's fully written blocks form a prefix (a block may be partly written).
 
 use crate::ctx::{Gen, Interleaver};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, multiple, ParamSpec, Params};
 use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use pmsim_trace::MemImage;
@@ -19,15 +19,23 @@ const PARAMS: &[ParamSpec] = &[
         name: "block",
         default: "256",
         unit: "bytes",
+        range: multiple(64, 64, 1 << 20),
         help: "bytes written per ordered block (multiple of 64)",
     },
     ParamSpec {
         name: "stride",
         default: "4096",
         unit: "bytes",
+        range: multiple(64, 64, 1 << 30),
         help: "MC interleaving granularity the blocks alternate across",
     },
-    ParamSpec { name: "compute", default: "0", unit: "instructions", help: "non-memory instructions between blocks" },
+    ParamSpec {
+        name: "compute",
+        default: "0",
+        unit: "instructions",
+        range: int(0, 1_000_000),
+        help: "non-memory instructions between blocks",
+    },
 ];
 
 fn block_addr(base: u64, i: u64, block: u64, stride: u64) -> u64 {

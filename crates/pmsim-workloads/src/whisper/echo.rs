@@ -21,7 +21,7 @@
 //! value PUT for it, at least as new as its last PUT whose commit dfence completed.
 
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
@@ -31,21 +31,35 @@ use rustc_hash::{FxHashMap, FxHashSet};
 pub struct Echo;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "keys", default: "4096", unit: "keys", help: "key space of the clients" },
-    ParamSpec { name: "buckets", default: "1024", unit: "buckets", help: "master hash table size" },
+    ParamSpec { name: "keys", default: "4096", unit: "keys", range: int(1, 1 << 30), help: "key space of the clients" },
+    ParamSpec {
+        name: "buckets",
+        default: "1024",
+        unit: "buckets",
+        range: int(1, 1 << 24),
+        help: "master hash table size",
+    },
     ParamSpec {
         name: "batch",
         default: "8",
         unit: "PUTs",
+        range: int(1, 1 << 16),
         help: "PUTs a client buffers locally before handing them to the master",
     },
     ParamSpec {
         name: "compute",
         default: "150",
         unit: "instructions",
+        range: int(0, 1_000_000),
         help: "non-memory work per PUT (request generation, local hashing)",
     },
-    ParamSpec { name: "poll", default: "100", unit: "instructions", help: "master's non-memory work per poll" },
+    ParamSpec {
+        name: "poll",
+        default: "100",
+        unit: "instructions",
+        range: int(0, 1_000_000),
+        help: "master's non-memory work per poll",
+    },
 ];
 
 struct Layout {

@@ -19,7 +19,7 @@
 
 use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
@@ -33,15 +33,23 @@ const PARAMS: &[ParamSpec] = &[
         name: "items",
         default: "2048",
         unit: "items",
+        range: int(2, 1 << 24),
         help: "slab capacity (items); when full, SET evicts the LRU tail",
     },
-    ParamSpec { name: "keys", default: "4096", unit: "keys", help: "key space of the clients" },
-    ParamSpec { name: "buckets", default: "1024", unit: "buckets", help: "hash table size" },
-    ParamSpec { name: "set_pct", default: "90", unit: "%", help: "share of SETs (the rest are GETs)" },
+    ParamSpec { name: "keys", default: "4096", unit: "keys", range: int(1, 1 << 30), help: "key space of the clients" },
+    ParamSpec { name: "buckets", default: "1024", unit: "buckets", range: int(1, 1 << 24), help: "hash table size" },
+    ParamSpec {
+        name: "set_pct",
+        default: "90",
+        unit: "%",
+        range: int(0, 100),
+        help: "share of SETs (the rest are GETs)",
+    },
     ParamSpec {
         name: "compute",
         default: "200",
         unit: "instructions",
+        range: int(0, 1_000_000),
         help: "non-memory work per request (protocol parsing, hashing)",
     },
 ];

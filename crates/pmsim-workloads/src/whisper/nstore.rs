@@ -17,7 +17,7 @@
 
 use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
 use crate::ctx::{Gen, Interleaver};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
@@ -30,14 +30,28 @@ const PARAMS: &[ParamSpec] = &[
         name: "tuples",
         default: "4096",
         unit: "tuples",
+        range: int(1, 1 << 24),
         help: "rows in the YCSB table (loaded before the run)",
     },
-    ParamSpec { name: "update_pct", default: "80", unit: "%", help: "share of update transactions (the rest read)" },
-    ParamSpec { name: "partitions", default: "64", unit: "locks", help: "lock partitions over the table" },
+    ParamSpec {
+        name: "update_pct",
+        default: "80",
+        unit: "%",
+        range: int(0, 100),
+        help: "share of update transactions (the rest read)",
+    },
+    ParamSpec {
+        name: "partitions",
+        default: "64",
+        unit: "locks",
+        range: int(1, 1 << 20),
+        help: "lock partitions over the table",
+    },
     ParamSpec {
         name: "compute",
         default: "200",
         unit: "instructions",
+        range: int(0, 1_000_000),
         help: "non-memory work per transaction (statement parsing, serialisation)",
     },
 ];

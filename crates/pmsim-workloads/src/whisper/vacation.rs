@@ -21,7 +21,7 @@
 
 use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use crate::whisper::common::{History, OP_READ, SETUP};
@@ -34,26 +34,42 @@ const PARAMS: &[ParamSpec] = &[
         name: "relations",
         default: "1024",
         unit: "rows",
+        range: int(1, 1 << 24),
         help: "rows per table (cars, flights, rooms, customers)",
     },
-    ParamSpec { name: "queries", default: "4", unit: "queries", help: "max items queried per transaction (STAMP -n)" },
+    ParamSpec {
+        name: "queries",
+        default: "4",
+        unit: "queries",
+        range: int(1, 1 << 16),
+        help: "max items queried per transaction (STAMP -n)",
+    },
     ParamSpec {
         name: "query_pct",
         default: "60",
         unit: "%",
+        range: int(1, 100),
         help: "share of the ids that queries range over (STAMP -q)",
     },
-    ParamSpec { name: "user_pct", default: "90", unit: "%", help: "share of make-reservation transactions (STAMP -u)" },
+    ParamSpec {
+        name: "user_pct",
+        default: "90",
+        unit: "%",
+        range: int(0, 100),
+        help: "share of make-reservation transactions (STAMP -u)",
+    },
     ParamSpec {
         name: "compute",
         default: "300",
         unit: "instructions",
+        range: int(0, 1_000_000),
         help: "non-memory work per transaction (client request generation)",
     },
     ParamSpec {
         name: "bookkeeping",
         default: "200",
         unit: "instructions",
+        range: int(0, 1_000_000),
         help: "volatile bookkeeping after commit, before the unlock",
     },
 ];

@@ -1,0 +1,307 @@
+//! The one set of rules every trace must satisfy, whichever format it came in.
+//!
+//! Why one validator: the text reader and the binary reader used to check different things, so
+//! a binary file could hold what no text file can say (an access crossing a line, a label id
+//! with no label, duplicate ids) and `convert` then wrote text the text reader refused. Both
+//! readers now call [`Validator`]: per event ([`Validator::event`]) the rules the text grammar
+//! implies, and, for formats that carry their own global ids and sync ordinals (binary),
+//! [`Validator::order`] checks them against what the [`Sequencer`] would assign. A trace that
+//! passes is exactly one the text format can express, so text ↔ binary round trips are exact.
+
+use crate::event::{Event, Kind, LINE_BYTES};
+use crate::trace::{Sequencer, Trace};
+use rustc_hash::FxHashMap;
+
+/// Why an access is not a valid one (size or line crossing), or `None`.
+pub fn access_error(addr: u64, size: u64) -> Option<String> {
+    if !(1..=LINE_BYTES).contains(&size) {
+        return Some(format!("size {size} is not in 1..=64"));
+    }
+    if (addr % LINE_BYTES) + size > LINE_BYTES {
+        return Some(format!("access of {size} bytes at {addr:#x} crosses a 64 B line"));
+    }
+    None
+}
+
+/// Why a label name cannot appear in a text trace (where labels are single tokens), or `None`.
+pub fn label_error(name: &str) -> Option<String> {
+    if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == '#') {
+        Some(format!("label {name:?} is not a single token (no spaces or '#')"))
+    } else {
+        None
+    }
+}
+
+/// Checks events in global order; per-thread state (open operations) lives here.
+#[derive(Default)]
+pub struct Validator {
+    /// Labels defined so far (ids `0..labels` are valid).
+    pub labels: usize,
+    /// Per thread: open `begin`s per label id.
+    open: Vec<FxHashMap<u32, u32>>,
+    seq: Sequencer,
+}
+
+impl Validator {
+    pub fn new(threads: usize) -> Validator {
+        Validator { labels: 0, open: vec![FxHashMap::default(); threads], seq: Sequencer::default() }
+    }
+
+    /// The rules on one event of `thread` (its gid and sync ordinal aside).
+    pub fn event(&mut self, thread: usize, ev: &Event) -> Result<(), String> {
+        let name = ev.kind.name();
+        let no_value = |what: &str| -> Result<(), String> {
+            if ev.has_value {
+                Err(format!("'{name}' {what} carries a value"))
+            } else {
+                Ok(())
+            }
+        };
+        if !ev.kind.is_sync() && ev.aux != 0 {
+            return Err(format!("'{name}' carries a sync ordinal ({})", ev.aux));
+        }
+        match ev.kind {
+            Kind::Compute => {
+                no_value("")?;
+                if ev.size != 0 {
+                    return Err(format!("'compute' carries a size ({})", ev.size));
+                }
+            }
+            Kind::Load | Kind::Acquire | Kind::Store | Kind::NtStore | Kind::Rmw | Kind::Release => {
+                if let Some(e) = access_error(ev.addr, ev.size as u64) {
+                    return Err(e);
+                }
+                if matches!(ev.kind, Kind::Load | Kind::Acquire) {
+                    no_value("(a read)")?;
+                }
+            }
+            Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
+                no_value("")?;
+                if ev.size != 1 {
+                    return Err(format!("'{name}' has size {} (a flush names one address: size 1)", ev.size));
+                }
+            }
+            Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => {
+                no_value("")?;
+                if ev.addr != 0 || ev.size != 0 {
+                    return Err(format!("'{name}' carries an address or size"));
+                }
+            }
+            Kind::Begin | Kind::End => {
+                no_value("")?;
+                if ev.size != 0 {
+                    return Err(format!("'{name}' carries a size ({})", ev.size));
+                }
+                if ev.addr >= self.labels as u64 {
+                    return Err(format!("'{name}' names label id {} but {} labels are defined", ev.addr, self.labels));
+                }
+                let id = ev.addr as u32;
+                let open = self.open.get_mut(thread).ok_or_else(|| format!("thread {thread} out of range"))?;
+                if ev.kind == Kind::Begin {
+                    *open.entry(id).or_insert(0) += 1;
+                } else {
+                    match open.get_mut(&id) {
+                        Some(n) if *n > 0 => *n -= 1,
+                        _ => return Err(format!("'end' of label id {id} without a 'begin' of it on T{thread}")),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// For formats that store gids and sync ordinals: `ev` must be the next event in global
+    /// order (no gap, no duplicate) with the ordinal the sequencer assigns.
+    pub fn order(&mut self, ev: &Event) -> Result<(), String> {
+        let want = self.seq.next_gid();
+        if ev.gid != want {
+            return Err(if ev.gid < want {
+                format!("event id {} repeats or goes back (expected {want})", ev.gid)
+            } else {
+                format!("event ids jump from {} to {} (missing events)", want.wrapping_sub(1), ev.gid)
+            });
+        }
+        let mut stamped = *ev;
+        self.seq.stamp(&mut stamped);
+        if stamped.aux != ev.aux {
+            return Err(format!(
+                "event {}: '{}' at {:#x} has sync ordinal {}, its position in global order gives {}",
+                ev.gid,
+                ev.kind.name(),
+                ev.addr,
+                ev.aux,
+                stamped.aux
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checks a whole in-memory trace whose gids and ordinals came from a file.
+pub fn check_trace(t: &Trace) -> Result<(), String> {
+    let mut v = Validator::new(t.num_threads());
+    v.labels = t.labels.len();
+    for (th, i) in t.global_order() {
+        let ev = &t.threads[th as usize].events[i as usize];
+        v.order(ev).and_then(|_| v.event(th as usize, ev)).map_err(|m| format!("T{th} event {}: {m}", ev.gid))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Hand-built binary files holding what the text format cannot say: both binary readers
+    //! (in memory and streaming) must refuse each with the same rule the text reader applies.
+    use crate::binary::{encode_fields, put_varint, MAGIC, TAG_BLOCK, TAG_END, TAG_LABEL, VERSION};
+    use crate::{Event, Kind};
+
+    struct Raw {
+        threads: u32,
+        labels: Vec<&'static str>,
+        /// (thread, gid, event, value): each in its own block.
+        events: Vec<(u32, u64, Event, Option<Vec<u8>>)>,
+        end_total: Option<u64>,
+        trailing: Vec<u8>,
+    }
+
+    fn encode(r: &Raw) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&r.threads.to_le_bytes());
+        out.extend_from_slice(&1u32.to_le_bytes());
+        out.extend_from_slice(&0x1_0000_0000u64.to_le_bytes());
+        out.extend_from_slice(&(1u64 << 30).to_le_bytes());
+        for (id, l) in r.labels.iter().enumerate() {
+            out.push(TAG_LABEL);
+            out.extend_from_slice(&(id as u32).to_le_bytes());
+            out.extend_from_slice(&(l.len() as u32).to_le_bytes());
+            out.extend_from_slice(l.as_bytes());
+        }
+        for (th, gid, ev, val) in &r.events {
+            let mut p = Vec::new();
+            put_varint(&mut p, *gid);
+            p.push(ev.kind as u8 | if val.is_some() { 0x80 } else { 0 });
+            encode_fields(&mut p, ev);
+            if let Some(v) = val {
+                p.extend_from_slice(v);
+            }
+            out.push(TAG_BLOCK);
+            for x in [*th, 1, p.len() as u32, p.len() as u32] {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            out.extend_from_slice(&p);
+        }
+        out.push(TAG_END);
+        out.extend_from_slice(&r.end_total.unwrap_or(r.events.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(r.labels.len() as u32).to_le_bytes());
+        out.extend_from_slice(&r.trailing);
+        out
+    }
+
+    fn store(addr: u64, size: u8) -> Event {
+        Event::mem(Kind::Store, addr, size)
+    }
+
+    fn ok_raw() -> Raw {
+        Raw {
+            threads: 2,
+            labels: vec!["op"],
+            events: vec![
+                (0, 0, Event { addr: 0, ..Event::new(Kind::Begin) }, None),
+                (0, 1, store(0x1_0000_0000, 8), Some(vec![1; 8])),
+                (1, 2, Event::new(Kind::Ofence), None),
+                (0, 3, Event { addr: 0, ..Event::new(Kind::End) }, None),
+            ],
+            end_total: None,
+            trailing: vec![],
+        }
+    }
+
+    /// Both readers' verdicts on `bytes`: (in-memory, streaming).
+    fn verdicts(bytes: &[u8]) -> (Result<(), String>, Result<(), String>) {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let mem = crate::binary::read("t.bin", std::io::Cursor::new(bytes)).map(|_| ()).map_err(|e| e.to_string());
+        let path = std::env::temp_dir().join(format!(
+            "pmsim-validate-{}-{}.bin",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::write(&path, bytes).unwrap();
+        let streamed = crate::validate_binary(&path).map_err(|e| e.to_string());
+        let _ = std::fs::remove_file(&path);
+        (mem, streamed)
+    }
+
+    fn refused(r: Raw, mentions: &str) {
+        let (mem, streamed) = verdicts(&encode(&r));
+        for (which, v) in [("in-memory", mem), ("streaming", streamed)] {
+            let e = v.expect_err(which);
+            assert!(e.contains(mentions), "{which}: {e} (wanted '{mentions}')");
+        }
+    }
+
+    #[test]
+    fn a_valid_file_passes_both_readers() {
+        let (mem, streamed) = verdicts(&encode(&ok_raw()));
+        mem.unwrap();
+        streamed.unwrap();
+    }
+
+    #[test]
+    fn binary_access_crossing_a_line_is_refused() {
+        let mut r = ok_raw();
+        r.events[1] = (0, 1, store(0x1_0000_0038, 16), Some(vec![2; 16]));
+        refused(r, "crosses a 64 B line");
+    }
+
+    #[test]
+    fn binary_label_id_out_of_range_is_refused() {
+        let mut r = ok_raw();
+        r.events[0].2.addr = 7;
+        refused(r, "label id 7");
+    }
+
+    #[test]
+    fn binary_wrong_end_count_is_refused() {
+        let mut r = ok_raw();
+        r.end_total = Some(9);
+        refused(r, "END says 9 events");
+    }
+
+    #[test]
+    fn binary_duplicate_ids_are_refused() {
+        let mut r = ok_raw();
+        r.events[2].1 = 1;
+        refused(r, "repeats");
+    }
+
+    #[test]
+    fn binary_garbage_after_end_is_refused() {
+        let mut r = ok_raw();
+        r.trailing = b"junk".to_vec();
+        refused(r, "data after the END record");
+    }
+
+    #[test]
+    fn end_without_begin_is_refused_in_both_formats() {
+        let mut r = ok_raw();
+        r.events.remove(0);
+        for (i, e) in r.events.iter_mut().enumerate() {
+            e.1 = i as u64;
+        }
+        refused(r, "without a 'begin'");
+        let e = crate::text::parse_str("t.trace", "# pmsim trace v1\nthreads 1\nT0 end op\n").unwrap_err();
+        assert!(e.to_string().starts_with("t.trace:3: ") && e.to_string().contains("without a 'begin'"), "{e}");
+    }
+
+    #[test]
+    fn binary_wrong_sync_ordinal_is_refused() {
+        let mut r = ok_raw();
+        let mut acq = Event::mem(Kind::Acquire, 0x2000, 8);
+        acq.aux = 3;
+        r.events.push((1, 4, acq, None));
+        refused(r, "sync ordinal 3");
+    }
+}
