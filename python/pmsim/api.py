@@ -105,9 +105,15 @@ def trace_generate(workload: str, dst: str, *, compress: bool = True, **params: 
     return _core.trace_generate(workload, _strs(params), dst, compress)
 
 
+# The engine stops a run before simulated time passes half of u64 picoseconds (sim.rs MAX_SIM_PS).
+MAX_INSTANT_PS = (2**64 - 1) // 2
+
+
 def parse_instant(text: str | int) -> int:
     """A crash instant in picoseconds; accepts a plain number (ps) or a unit: ps, ns, us, ms."""
-    if isinstance(text, int):
+    if isinstance(text, int) and not isinstance(text, bool):
+        if not 0 <= text <= MAX_INSTANT_PS:
+            raise _core.PmsimError(f"crash instant {text} is not in 0..={MAX_INSTANT_PS} ps")
         return text
     t = str(text).strip().lower()
     for unit, scale in (("ps", 1), ("ns", 1_000), ("us", 1_000_000), ("ms", 1_000_000_000)):
@@ -122,9 +128,17 @@ def parse_instant(text: str | int) -> int:
         raise _core.PmsimError(
             f"crash instant '{text}' is not a number (ps, or with a unit: 120ns, 3.5us)"
         ) from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise _core.PmsimError(f"crash instant '{text}' is not a finite number")
     if value < 0:
         raise _core.PmsimError(f"crash instant '{text}' is negative")
-    return int(round(value * mult))
+    ps = int(round(value * mult))
+    if ps > MAX_INSTANT_PS:
+        raise _core.PmsimError(
+            f"crash instant '{text}' is beyond the longest simulated time "
+            f"({MAX_INSTANT_PS} ps, about 106 days)"
+        )
+    return ps
 
 
 def crash(

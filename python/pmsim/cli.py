@@ -19,6 +19,26 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"pmsim: error: {self.prog}: {message} (see '{self.prog} --help')\n")
 
 
+def _int_at_least(lo: int, hi: int | None = None):
+    """An argparse type: an integer in lo..=hi (a bad value is a usage error, exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+        if v < lo or (hi is not None and v > hi):
+            want = f"in {lo}..={hi}" if hi is not None else f"at least {lo}"
+            raise argparse.ArgumentTypeError(f"{v} must be an integer {want}")
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+U64_MAX = 2**64 - 1
+
+
 def _kv(items: list[str] | None, what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for it in items or []:
@@ -34,20 +54,6 @@ def write_atomic(path: str | Path, text: str) -> None:
     from pmsim.output import write_text
 
     write_text(path, text)
-
-
-def _add_input(p: argparse.ArgumentParser) -> None:
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--trace", help="trace file (text or binary)")
-    g.add_argument("--workload", help="built-in workload (see 'pmsim workloads')")
-    p.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="workload parameter")
-
-
-def _add_config(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="TOML configuration file")
-    p.add_argument(
-        "--set", action="append", metavar="NAME=VALUE", help="override a parameter (e.g. pm.write_ns=120)"
-    )
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -140,12 +146,14 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     elif a.cluster:
         scheduler = cluster = _make_cluster(a.cluster, a.cluster_jobs)
     try:
-        df = run_jobs(jobs, workers=a.jobs, scheduler=scheduler, progress=not a.quiet)
+        df = run_jobs(jobs, workers=a.jobs, scheduler=scheduler, progress=not a.quiet, cache=not a.no_cache)
     finally:
         if cluster is not None:
             cluster.close()
     if a.output:
-        write_atomic(a.output, df.to_csv(index=False))
+        from pmsim.sweep import write_table
+
+        write_table(df, a.output)
         print(f"wrote {len(df)} rows to {a.output}")
     else:
         print(df.to_string(index=False))
@@ -212,8 +220,15 @@ def cmd_workloads(a: argparse.Namespace) -> int:
         print(f"{w['name']}: {w['description']}")
         for p in w["params"]:
             unit = f" [{p['unit']}]" if p["unit"] else ""
-            print(f"    {p['name']} = {p['default']}{unit}  {p['help']}")
+            print(f"    {p['name']} = {p['default']}{unit}  {p['help']} (valid: {_range(p.get('range'))})")
     return 0
+
+
+def _range(r: dict | None) -> str:
+    if not r:
+        return "any"
+    span = f">= {r['min']}" if r["max"] == U64_MAX else f"{r['min']}..={r['max']}"
+    return f"multiples of {r['step']} in {span}" if r["step"] > 1 else span
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
@@ -312,120 +327,253 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 
     if a.paper != "asap":
         raise PmsimError(f"unknown paper '{a.paper}' (valid: asap)")
-    asap.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
+    asap.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet, cache=not a.no_cache)
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pmsim", description="Simulate persistent-memory ordering hardware.")
-    sub = p.add_subparsers(dest="cmd", required=True)
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Shows each argument's default when it has a meaningful one."""
 
-    r = sub.add_parser("run", help="simulate one trace or workload under one design")
+    def _get_help_string(self, action: argparse.Action) -> str:
+        h = action.help or ""
+        d = action.default
+        if (
+            h
+            and "%(default)" not in h
+            and d not in (None, False, argparse.SUPPRESS)
+            and action.option_strings
+        ):
+            h += " (default: %(default)s)"
+        return h
+
+
+def _designs_help() -> str:
+    try:
+        return ", ".join(d for d, _ in api.designs())
+    except Exception:  # noqa: BLE001 - help must render even if the core is broken
+        return "see 'pmsim designs'"
+
+
+EXIT_CODES = """exit status: 0 ok; 1 a finding (a crash-check violation); 2 bad input or usage;
+3 internal error (a bug in pmsim: one line and a hint to report it; --debug shows the traceback)"""
+
+
+def _add_input(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument(
+        "--trace", metavar="FILE", help="trace file, text or binary by content (a pipe like /dev/stdin works)"
+    )
+    g.add_argument("--workload", metavar="NAME", help="built-in workload (see 'pmsim workloads')")
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        metavar="NAME=VALUE",
+        help="workload parameter, repeatable (ranges: 'pmsim workloads')",
+    )
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config", metavar="FILE", help="TOML machine configuration (see configs/asap-table2.toml)"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="override a machine parameter, repeatable (e.g. pm.write_ns=120; 'pmsim config show')",
+    )
+
+
+def _add_design(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument(
+        "--design", required=required, metavar="NAME", help=f"persistency design: {_designs_help()}"
+    )
+
+
+def _sub(sub, name: str, help_: str, description: str | None = None) -> argparse.ArgumentParser:
+    return sub.add_parser(
+        name, help=help_, description=description or help_, epilog=EXIT_CODES, formatter_class=_Help
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="pmsim",
+        description="Simulate persistent-memory ordering hardware, crash it, and check it recovers.",
+        epilog=EXIT_CODES,
+        formatter_class=_Help,
+    )
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks for errors")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    r = _sub(sub, "run", "simulate one trace or workload under one design")
     _add_input(r)
-    r.add_argument("--design", required=True)
+    _add_design(r)
     _add_config(r)
-    r.add_argument("-o", "--output", help="write stats JSON here")
-    r.add_argument("--json", action="store_true", help="print the stats JSON")
+    r.add_argument("-o", "--output", metavar="FILE", help="write the stats JSON here (folders are created)")
+    r.add_argument("--json", action="store_true", help="print the stats JSON instead of a summary")
     r.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
     r.set_defaults(fn=cmd_run)
 
-    c = sub.add_parser("compare", help="one workload under every design, as a table")
-    c.add_argument("--workload", default="array")
-    c.add_argument("-p", "--param", action="append", metavar="NAME=VALUE")
-    c.add_argument("--set", action="append", metavar="NAME=VALUE")
-    c.add_argument("--designs", help="comma-separated (default: all)")
-    c.add_argument("-j", "--jobs", type=int, help="parallel runs (default: cores)")
-    c.add_argument("-o", "--output", help="write the table as CSV")
-    c.add_argument("-q", "--quiet", action="store_true")
+    c = _sub(sub, "compare", "one workload under every design, as a table")
+    c.add_argument(
+        "--workload", default="array", metavar="NAME", help="built-in workload ('pmsim workloads')"
+    )
+    c.add_argument(
+        "-p", "--param", action="append", metavar="NAME=VALUE", help="workload or machine parameter"
+    )
+    c.add_argument(
+        "--set", action="append", metavar="NAME=VALUE", help="machine parameter (e.g. pm.write_ns=120)"
+    )
+    c.add_argument(
+        "--designs", metavar="A,B,...", help=f"comma-separated designs (default: all: {_designs_help()})"
+    )
+    c.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
+    c.add_argument("-o", "--output", metavar="FILE", help="write the table as CSV")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     c.set_defaults(fn=cmd_compare)
 
-    s = sub.add_parser("sweep", help="designs x workloads x parameter grid, in parallel")
-    s.add_argument("--designs", required=True)
-    s.add_argument("--workloads", required=True)
-    s.add_argument("--grid", action="append", metavar="NAME=V1,V2,...")
-    s.add_argument("-p", "--param", action="append", metavar="NAME=VALUE")
-    s.add_argument("--set", action="append", metavar="NAME=VALUE")
-    s.add_argument("-j", "--jobs", type=int, help="local parallel runs (default: cores)")
-    s.add_argument("--scheduler", help="Dask scheduler address (tcp://host:8786)")
-    s.add_argument(
-        "--cluster", choices=["local", "slurm", "pbs"], help="start a Dask cluster (dask-jobqueue)"
+    s = _sub(
+        sub,
+        "sweep",
+        "designs x workloads x parameter grid, in parallel",
+        "designs x workloads x parameter grid, in parallel. Each run's result is cached (under\n"
+        "~/.cache/pmsim or $PMSIM_CACHE), so an interrupted sweep restarted picks up where it stopped.",
     )
-    s.add_argument("--cluster-jobs", type=int, default=4)
-    s.add_argument("-o", "--output", help="CSV output")
-    s.add_argument("-q", "--quiet", action="store_true")
+    s.add_argument("--designs", required=True, metavar="A,B,...", help=f"comma-separated: {_designs_help()}")
+    s.add_argument(
+        "--workloads", required=True, metavar="A,B,...", help="comma-separated ('pmsim workloads')"
+    )
+    s.add_argument(
+        "--grid",
+        action="append",
+        metavar="NAME=V1,V2,...",
+        help="a parameter's values, repeatable (cartesian)",
+    )
+    s.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="fixed workload parameter")
+    s.add_argument("--set", action="append", metavar="NAME=VALUE", help="fixed machine parameter")
+    s.add_argument("-j", "--jobs", type=_int_at_least(1), help="local parallel runs (default: one per core)")
+    s.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address (tcp://host:8786)")
+    s.add_argument(
+        "--cluster",
+        choices=["local", "slurm", "pbs"],
+        help="start a Dask cluster (slurm/pbs via dask-jobqueue)",
+    )
+    s.add_argument("--cluster-jobs", type=_int_at_least(1), default=4, help="workers of --cluster")
+    s.add_argument(
+        "-o", "--output", metavar="FILE", help="write the rows: .parquet as Parquet, anything else as CSV"
+    )
+    s.add_argument(
+        "--no-cache", action="store_true", help="rerun every run instead of reusing cached results"
+    )
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     s.set_defaults(fn=cmd_sweep)
 
-    t = sub.add_parser("trace", help="convert, inspect or generate traces")
-    tsub = t.add_subparsers(dest="trace_cmd", required=True)
-    tc = tsub.add_parser("convert", help="text <-> binary, lossless")
-    tc.add_argument("src")
-    tc.add_argument("dst")
-    tc.add_argument("--to", choices=["binary", "text"], help="default: by the destination's extension")
-    tc.add_argument("--no-compress", action="store_true")
-    ts = tsub.add_parser("stats", help="events by kind and thread, PM stores, epochs, bytes")
-    ts.add_argument("file", nargs="?")
-    ts.add_argument("--workload")
-    ts.add_argument("-p", "--param", action="append", metavar="NAME=VALUE")
-    ts.add_argument("--json", action="store_true")
-    tg = tsub.add_parser("gen", help="write a workload's trace to a file")
-    tg.add_argument("--workload", required=True)
-    tg.add_argument("-p", "--param", action="append", metavar="NAME=VALUE")
-    tg.add_argument("-o", "--output", required=True, help=".trace for text, .bin for binary")
-    tg.add_argument("--no-compress", action="store_true")
+    t = _sub(sub, "trace", "convert, inspect or generate traces")
+    tsub = t.add_subparsers(dest="trace_cmd", required=True, metavar="SUBCOMMAND")
+    tc = _sub(tsub, "convert", "text <-> binary, lossless")
+    tc.add_argument("src", help="trace to read (text or binary, by content)")
+    tc.add_argument("dst", help="file to write")
+    tc.add_argument(
+        "--to", choices=["binary", "text"], help="output format (default: text for .trace/.txt, else binary)"
+    )
+    tc.add_argument("--no-compress", action="store_true", help="binary output without LZ4 blocks")
+    ts = _sub(tsub, "stats", "events by kind and thread, PM stores, epochs, bytes")
+    ts.add_argument("file", nargs="?", help="trace file (or give --workload)")
+    ts.add_argument("--workload", metavar="NAME", help="a built-in workload's trace instead of a file")
+    ts.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="workload parameter")
+    ts.add_argument("--json", action="store_true", help="print JSON")
+    tg = _sub(tsub, "gen", "write a workload's trace to a file")
+    tg.add_argument("--workload", required=True, metavar="NAME", help="built-in workload ('pmsim workloads')")
+    tg.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="workload parameter")
+    tg.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="output: .bin/.pmtb binary, anything else text"
+    )
+    tg.add_argument("--no-compress", action="store_true", help="binary output without LZ4 blocks")
     t.set_defaults(fn=cmd_trace)
 
-    cf = sub.add_parser("config", help="configuration")
-    csub = cf.add_subparsers(dest="config_cmd", required=True)
-    cs = csub.add_parser("show", help="print the effective configuration with units and defaults")
+    cf = _sub(sub, "config", "machine configuration")
+    csub = cf.add_subparsers(dest="config_cmd", required=True, metavar="SUBCOMMAND")
+    cs = _sub(csub, "show", "print the effective configuration with units, ranges and defaults (valid TOML)")
     _add_config(cs)
     cf.set_defaults(fn=cmd_config)
 
-    sub.add_parser("designs", help="list designs").set_defaults(fn=cmd_designs)
-    sub.add_parser("workloads", help="list workloads and their parameters").set_defaults(fn=cmd_workloads)
+    _sub(sub, "designs", "list designs").set_defaults(fn=cmd_designs)
+    _sub(sub, "workloads", "list workloads and their parameters (default, unit, range)").set_defaults(
+        fn=cmd_workloads
+    )
 
-    b = sub.add_parser("bench", help="simulated trace events per host second")
-    b.add_argument("--workload", default="array")
-    b.add_argument("--design", default="baseline")
-    b.add_argument("--threads", type=int, default=4)
-    b.add_argument("--ops", type=int, default=50000)
-    b.add_argument("--repeat", type=int, default=3)
+    b = _sub(sub, "bench", "simulated trace events per host second")
+    b.add_argument("--workload", default="array", metavar="NAME", help="built-in workload")
+    b.add_argument("--design", default="baseline", metavar="NAME", help=f"design: {_designs_help()}")
+    b.add_argument("--threads", type=_int_at_least(1, 64), default=4, help="threads")
+    b.add_argument("--ops", type=_int_at_least(1), default=50000, help="operations per thread")
+    b.add_argument("--repeat", type=_int_at_least(1), default=3, help="runs; the best is reported")
     b.set_defaults(fn=cmd_bench)
 
-    cr = sub.add_parser("crash", help="crash a run and check every crash image (exit 1 on a violation)")
+    cr = _sub(
+        sub,
+        "crash",
+        "crash a run and check every crash image (exit 1 on a violation)",
+        "Crash a run at given, random or every state-changing instant and check each crash image\n"
+        "against the design's persistency model and the workload's own recovery.",
+    )
     _add_input(cr)
-    cr.add_argument("--design", required=True)
+    _add_design(cr)
     _add_config(cr)
     mode = cr.add_mutually_exclusive_group(required=True)
     mode.add_argument(
-        "--at", action="append", metavar="T", help="crash instant (ps, or 120ns / 3.5us); repeatable"
+        "--at", action="append", metavar="T", help="crash instant (ps, or 120ns / 3.5us / 1ms); repeatable"
     )
-    mode.add_argument("--random", type=int, metavar="N", help="N seeded random instants over the run")
+    mode.add_argument(
+        "--random", type=_int_at_least(1), metavar="N", help="N seeded random instants over the run (N >= 1)"
+    )
     mode.add_argument("--every", action="store_true", help="every instant the persistent state changes")
-    cr.add_argument("--seed", type=int, default=1, help="seed of --random (default 1)")
+    cr.add_argument("--seed", type=_int_at_least(0, U64_MAX), default=1, help="seed of --random")
     cr.add_argument(
         "--model", choices=["ep", "rp", "strict"], help="check against this model (default: the design's)"
     )
     cr.add_argument("--no-recovery", action="store_true", help="skip the workload's own recovery check")
-    cr.add_argument("--max-failures", type=int, default=10, help="stop after this many failing images")
+    cr.add_argument(
+        "--max-failures", type=_int_at_least(1), default=10, help="stop after this many failing images"
+    )
     cr.add_argument("--json", action="store_true", help="print the report as JSON")
     cr.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
     cr.set_defaults(fn=cmd_crash)
 
-    pf = sub.add_parser("profile", help="persist profile of the workloads (stores, epochs, dependencies)")
-    pf.add_argument("--workloads", help="comma-separated (default: all)")
-    pf.add_argument("--threads", type=int, default=4)
-    pf.add_argument("--ops", type=int, default=1000, help="operations per thread")
-    pf.add_argument("--out", help="write persist_profile.csv and a plot here")
-    pf.add_argument("-j", "--jobs", type=int)
-    pf.add_argument("-q", "--quiet", action="store_true")
+    pf = _sub(sub, "profile", "persist profile of the workloads (stores, epochs, dependencies)")
+    pf.add_argument("--workloads", metavar="A,B,...", help="comma-separated (default: all)")
+    pf.add_argument("--threads", type=_int_at_least(1, 64), default=4, help="threads per workload")
+    pf.add_argument("--ops", type=_int_at_least(1), default=1000, help="operations per thread")
+    pf.add_argument("--out", metavar="DIR", help="write persist_profile.csv and a plot here")
+    pf.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
+    pf.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     pf.set_defaults(fn=cmd_profile)
 
-    rp = sub.add_parser("reproduce", help="reproduce a paper's evaluation as tables and plots")
-    rp.add_argument("paper", nargs="?", default="asap")
-    rp.add_argument("--scale", choices=["quick", "full"], default="quick")
-    rp.add_argument("--out", default="results")
-    rp.add_argument("-j", "--jobs", type=int)
-    rp.add_argument("-q", "--quiet", action="store_true")
+    rp = _sub(
+        sub,
+        "reproduce",
+        "reproduce a paper's evaluation as tables and plots",
+        "Reproduce a paper's evaluation: runs every figure's simulations (cached, so an interrupted\n"
+        "reproduction restarted picks up where it stopped), then writes each figure as CSV, Markdown\n"
+        "and PNG, all runs as runs.csv and runs.parquet, and NOTES.txt, under OUT/PAPER/.",
+    )
+    rp.add_argument("paper", nargs="?", default="asap", choices=["asap"], help="which paper (default: asap)")
+    rp.add_argument(
+        "--scale",
+        choices=["quick", "full"],
+        default="quick",
+        help="quick: small runs (about a minute); full: the paper's sizes",
+    )
+    rp.add_argument(
+        "--out", default="results", metavar="DIR", help="output folder (results go to DIR/PAPER/)"
+    )
+    rp.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
+    rp.add_argument(
+        "--no-cache", action="store_true", help="rerun every run instead of reusing cached results"
+    )
+    rp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     rp.set_defaults(fn=cmd_reproduce)
     return p
 
@@ -437,11 +585,20 @@ def _fail(msg: str) -> int:
     return 2
 
 
+REPORT_HINT = (
+    "this is a bug in pmsim: please report it with the command line (rerun with --debug for details)"
+)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Runs one command. Exit status: 0 ok, 1 a finding (a crash-check violation), 2 bad input
+    or usage, 3 internal error (one line and a hint to report it; --debug shows the traceback)."""
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
     except PmsimError as e:
+        if args.debug:
+            raise
         return _fail(str(e))
     except BrokenPipeError:  # `pmsim ... | head`: stop quietly (and keep the final flush quiet too)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -452,6 +609,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pmsim: interrupted", file=sys.stderr)
         return 130
+    except BaseException as e:  # noqa: BLE001 - includes Rust panics (pyo3 PanicException)
+        if isinstance(e, SystemExit) or args.debug:
+            raise
+        one = "; ".join(part.strip() for part in str(e).splitlines() if part.strip())
+        print(f"pmsim: internal error: {type(e).__name__}: {one} ({REPORT_HINT})", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -23,11 +23,20 @@ def grouped_bars(
     order: list[str] | None = None,
     hline: float | None = None,
     log: bool = False,
+    table: bool = True,
 ) -> Path:
-    """One group of bars per `index` value, one bar per `columns` value; writes `path`."""
-    table = df.pivot_table(index=index, columns=columns, values=values, aggfunc="mean", sort=False)
+    """One group of bars per `index` value, one bar per `columns` value; writes `path` and,
+    unless ``table=False`` (the caller writes its own), the plotted numbers beside it as
+    ``.csv`` and ``.md`` so every figure comes with its table."""
+    data = df.pivot_table(index=index, columns=columns, values=values, aggfunc="mean", sort=False)
     if order:
-        table = table[[c for c in order if c in table.columns]]
+        data = data[[c for c in order if c in data.columns]]
+    if table:
+        from pmsim.cli import write_atomic
+
+        write_atomic(path.with_suffix(".csv"), data.round(4).to_csv())
+        write_atomic(path.with_suffix(".md"), markdown(data))
+    table = data
     fig, ax = plt.subplots(figsize=(max(6.0, 0.7 * len(table) + 2), 3.6))
     table.plot.bar(ax=ax, width=0.8)
     ax.set_title(title)
@@ -45,6 +54,15 @@ def grouped_bars(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """A pipe table of numbers (pandas' to_markdown needs the optional tabulate package)."""
+    head = [table.index.name or "", *map(str, table.columns)]
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(table.columns)) + "|"]
+    for idx, row in table.iterrows():
+        out.append("| " + " | ".join([str(idx), *(f"{v:.4g}" for v in row)]) + " |")
+    return "\n".join(out) + "\n"
 
 
 def lines(df: pd.DataFrame, *, x: str, y: str, hue: str, title: str, ylabel: str, path: Path) -> Path:

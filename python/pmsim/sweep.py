@@ -22,7 +22,17 @@ from pmsim.api import flatten, run
 
 
 def _one(job: dict) -> dict:
-    stats = run(job["design"], workload=job["workload"], **job["params"])
+    from pmsim import cache
+
+    use_cache = job.get("cache", True)
+    k = cache.key(job["design"], workload=job["workload"], params=job["params"])
+    stats = cache.load(k) if use_cache else None
+    if stats is None:
+        stats = run(job["design"], workload=job["workload"], **job["params"])
+        try:
+            cache.store(k, stats)
+        except OSError:  # a read-only or full cache folder never fails the run
+            pass
     row = {"design": job["design"], "workload": job["workload"], **job["label"]}
     row.update(flatten(stats))
     return row
@@ -81,13 +91,16 @@ def run_jobs(
     scheduler: Any = None,
     progress: bool = True,
     desc: str = "pmsim",
+    cache: bool = True,
 ) -> pd.DataFrame:
     """Runs ``jobs`` (from :func:`jobs_for`) and returns one row per job, in job order.
 
-    The first failing run stops the sweep and its error (a :class:`pmsim.PmsimError`) is raised;
+    Each run's result is cached (:mod:`pmsim.cache`); ``cache=False`` reruns every job. The
+    first failing run stops the sweep and its error (a :class:`pmsim.PmsimError`) is raised;
     runs not yet started are cancelled.
     """
     check_jobs(jobs)
+    jobs = [{**j, "cache": cache} for j in jobs]
     rows: list[dict | None] = [None] * len(jobs)
     bar = tqdm(total=len(jobs), desc=desc, disable=not progress, unit="run")
     try:
@@ -127,6 +140,20 @@ def run_jobs(
     return pd.DataFrame(rows)
 
 
+def write_table(df: pd.DataFrame, path: str) -> None:
+    """Writes a sweep's rows: Parquet for ``.parquet`` (pyarrow), CSV otherwise; atomically."""
+    from pmsim.output import write_bytes
+
+    if str(path).endswith(".parquet"):
+        import io
+
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False, engine="pyarrow")
+        write_bytes(path, buf.getvalue())
+    else:
+        write_bytes(path, df.to_csv(index=False).encode())
+
+
 def _dask_client(scheduler: Any):
     """A Dask client for ``scheduler`` and whether we created it (and so must close it)."""
     try:
@@ -154,12 +181,18 @@ def sweep(
     workers: int | None = None,
     scheduler: Any = None,
     progress: bool = True,
+    cache: bool = True,
     **fixed: Any,
 ) -> pd.DataFrame:
-    """Runs every design on every workload for every point of ``grid``.
+    """Runs every design on every workload for every point of ``grid``; the same columns as
+    ``pmsim sweep -o results.parquet`` writes. Runs are cached (``cache=False`` reruns them).
 
     >>> sweep(["baseline", "eadr"], ["array"], grid={"pm_write_ns": [90, 180]}, ops=200)
     """
     return run_jobs(
-        jobs_for(designs, workloads, grid, **fixed), workers=workers, scheduler=scheduler, progress=progress
+        jobs_for(designs, workloads, grid, **fixed),
+        workers=workers,
+        scheduler=scheduler,
+        progress=progress,
+        cache=cache,
     )

@@ -82,3 +82,11 @@ def sample_trace(tmp_path: Path) -> Path:
 @pytest.fixture
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_run_cache(tmp_path_factory):
+    """Every test session gets its own run cache (never a user's ~/.cache/pmsim)."""
+    import os
+
+    os.environ["PMSIM_CACHE"] = str(tmp_path_factory.mktemp("run-cache"))

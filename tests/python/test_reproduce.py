@@ -53,3 +53,10 @@ def test_reproduce_asap_quick(cli, tmp_path: Path):
     for design in sens.columns:
         assert abs(sens.loc["default", design] - fig8.loc["geomean", design]) < 1e-3, design
     assert (d / "fig8_sensitivity.png").read_bytes()[:8] == PNG
+    # every figure comes with its table; every run is kept as Parquet too; NOTES says what it is
+    for png in d.glob("*.png"):
+        assert png.with_suffix(".csv").is_file() and png.with_suffix(".md").is_file(), png.name
+    runs = pd.read_parquet(d / "runs.parquet")
+    assert list(runs.columns) == list(pd.read_csv(d / "runs.csv").columns) and len(runs) > 0
+    notes = (d / "NOTES.txt").read_text()
+    assert notes.startswith("pmsim reproduction of the ASAP paper") and "--scale quick" in notes

@@ -108,7 +108,7 @@ impl Limit {
         if ok {
             Ok(())
         } else {
-            Err(self.err(name, v))
+            Err(self.err(name, fmt_num(v)))
         }
     }
 

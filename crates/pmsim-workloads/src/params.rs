@@ -104,7 +104,7 @@ impl Params {
                 parse_u64(v).ok_or_else(|| err(format!("parameter '{k}' = '{v}' is not a non-negative integer")))?;
             let spec = COMMON.iter().chain(own).find(|s| s.name == k).expect("known name");
             if !spec.range.contains(n) {
-                return Err(err(format!("parameter '{k}' = {n} is not in {}", spec.range.describe())));
+                return Err(err(format!("parameter '{k}' = {n} is out of range (valid: {})", spec.range.describe())));
             }
             vals.insert(k.clone(), n);
         }
@@ -189,7 +189,7 @@ mod tests {
         for (w, k, v) in cases {
             let wl = crate::list().into_iter().find(|x| x.name() == w).unwrap();
             let e = Params::parse(w, wl.params(), &given(k, v)).unwrap_err().to_string();
-            assert!(e.contains(&format!("'{k}' = {v}")) && e.contains("is not in"), "{w} {k}={v}: {e}");
+            assert!(e.contains(&format!("'{k}' = {v}")) && e.contains("out of range (valid: "), "{w} {k}={v}: {e}");
         }
         let e = Params::parse(
             "array",

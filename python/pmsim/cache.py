@@ -1,0 +1,87 @@
+"""The run cache: every run's result kept under a key of everything that decides it.
+
+Why: a sweep or a reproduction is hundreds of independent deterministic runs. Keeping each
+result as it finishes means an interrupted ``pmsim sweep`` or ``pmsim reproduce`` restarted
+reruns only what had not finished, and gives byte-identical tables (a run is deterministic, so
+a cached result is the result). The key is a SHA-256 of: the pmsim version and a hash of the
+compiled core (so a rebuilt simulator never reuses an old answer), the design, the workload
+name with all its parameters (or the trace file's content hash), and the *full* effective
+machine configuration (``config show`` after overrides, so a changed default changes the key).
+
+Entries are small JSON files (the run's stats) under ``$PMSIM_CACHE`` or ``~/.cache/pmsim``,
+written atomically, so a killed run never leaves a half entry. Deleting the folder is always
+safe. ``--no-cache`` (``cache=False``) reruns and refreshes the entries.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pmsim import _core
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("PMSIM_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pmsim"
+
+
+@functools.cache
+def _core_hash() -> str:
+    """Version plus the compiled core's content hash: results of another build never match."""
+    h = hashlib.sha256(_core.__version__.encode())
+    path = getattr(_core, "__file__", None)
+    if path and os.path.exists(path):
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_hash(path: str, mtime_ns: int, size: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def key(design: str, *, workload: str | None = None, trace: str | None = None, params: dict[str, Any]) -> str:
+    """The cache key of one run (``params`` mixes machine and workload parameters)."""
+    str_params = {str(k): str(v) for k, v in params.items()}
+    cfg, wl = _core.split_kwargs(str_params)
+    full_config = _core.config_show(None, cfg)
+    if trace is not None:
+        st = os.stat(trace)
+        source = {"trace_sha256": _file_hash(os.path.realpath(trace), st.st_mtime_ns, st.st_size)}
+    else:
+        source = {"workload": workload, "params": dict(sorted(wl.items()))}
+    blob = json.dumps(
+        {"core": _core_hash(), "design": design, "source": source, "config": full_config},
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def load(k: str) -> dict | None:
+    p = cache_dir() / k[:2] / f"{k}.json"
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def store(k: str, stats: dict) -> None:
+    d = cache_dir() / k[:2]
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f"{k}.json.{os.getpid()}.partial"
+    tmp.write_text(json.dumps(stats))  # key order kept: it is the column order of a sweep
+    os.replace(tmp, d / f"{k}.json")
