@@ -427,6 +427,10 @@ def parser() -> argparse.ArgumentParser:
     pf.add_argument("-q", "--quiet", action="store_true")
     pf.set_defaults(fn=cmd_profile)
 
+    from pmsim.analysis import add_parser as add_analyze
+
+    add_analyze(sub)
+
     rp = sub.add_parser("reproduce", help="reproduce a paper's evaluation as tables and plots")
     rp.add_argument("paper", nargs="?", default="asap")
     rp.add_argument("--scale", choices=["quick", "full"], default="quick")
