@@ -9,6 +9,7 @@ command, an API returning dicts and pandas DataFrames, parallel sweeps and plots
 """
 
 from pmsim._core import PmsimError, __version__
+from pmsim.analysis import analyze
 from pmsim.api import (
     config_params,
     config_show,
@@ -31,6 +32,7 @@ PmsimError.__module__ = "pmsim"
 __all__ = [
     "PmsimError",
     "__version__",
+    "analyze",
     "config_params",
     "config_show",
     "crash",

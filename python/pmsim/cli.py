@@ -551,6 +551,10 @@ def parser() -> argparse.ArgumentParser:
     pf.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     pf.set_defaults(fn=cmd_profile)
 
+    from pmsim.analysis import add_parser as add_analyze
+
+    add_analyze(sub)
+
     rp = _sub(
         sub,
         "reproduce",

@@ -3,6 +3,7 @@
 //! Functions take and return plain strings, maps and JSON so the Python side stays thin; every
 //! failure is a `pmsim.PmsimError` carrying one clear message (never a Rust panic).
 
+pub mod analysis;
 pub mod output;
 pub mod runner;
 
@@ -143,6 +144,30 @@ fn crash(
     serde_json::to_string(&rep).map_err(|e| err(e.to_string()))
 }
 
+/// Persist critical-path analysis (DESIGN.md §8); returns a JSON list of reports, one per model.
+#[pyfunction]
+#[pyo3(signature = (trace=None, workload=None, params=None, config=None, overrides=None, models="strict".to_string(), atomic_bytes=8, track_bytes=8, persist_ns=500.0, instr_ops_per_s=None))]
+#[allow(clippy::too_many_arguments)]
+fn analyze(
+    py: Python<'_>,
+    trace: Option<String>,
+    workload: Option<String>,
+    params: Option<BTreeMap<String, String>>,
+    config: Option<String>,
+    overrides: Option<BTreeMap<String, String>>,
+    models: String,
+    atomic_bytes: u64,
+    track_bytes: u64,
+    persist_ns: f64,
+    instr_ops_per_s: Option<f64>,
+) -> PyResult<String> {
+    let inp = input(trace, workload, params.unwrap_or_default())?;
+    let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
+    let req = analysis::Request { models, atomic_bytes, track_bytes, persist_ns, instr_ops_per_s };
+    let reps = py.allow_threads(|| analysis::analyze(&inp, &req, &cfg)).map_err(err)?;
+    serde_json::to_string(&reps).map_err(|e| err(e.to_string()))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PmsimError", m.py().get_type::<PmsimError>())?;
@@ -157,5 +182,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(trace_generate, m)?)?;
     m.add_function(wrap_pyfunction!(crash, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze, m)?)?;
     Ok(())
 }

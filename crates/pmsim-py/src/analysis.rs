@@ -1,0 +1,88 @@
+//! `pmsim analyze`: the persist critical-path analysis (crate `pmsim-analysis`, DESIGN.md §8)
+//! of a trace file or built-in workload, normalised to the trace's instruction execution rate.
+//!
+//! The instruction rate, unless the caller gives one, is the same trace's operation rate on the
+//! timing engine with persists free (design `eadr`, the configuration the caller gave): the seed
+//! measured it by running the queues natively, with no persist cost.
+
+use crate::runner::{self, Input};
+use pmsim_analysis::{analyze_file, analyze_trace, summarize, Config as ACfg, Model, Report};
+use pmsim_engine::{design, Config, RunStats, Simulator};
+use pmsim_trace::VecSource;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What one `analyze` call asks.
+pub struct Request {
+    pub models: String,
+    pub atomic_bytes: u64,
+    pub track_bytes: u64,
+    pub persist_ns: f64,
+    pub instr_ops_per_s: Option<f64>,
+}
+
+/// Runs the analysis; returns one report per model.
+pub fn analyze(input: &Input, req: &Request, cfg: &Config) -> Result<Vec<Report>, String> {
+    let models = Model::parse_list(&req.models).map_err(|e| e.to_string())?;
+    let acfg = ACfg {
+        atomic_bytes: req.atomic_bytes,
+        track_bytes: req.track_bytes,
+        persist_ns: req.persist_ns,
+        ..ACfg::default()
+    };
+    acfg.validate().map_err(|e| e.to_string())?;
+    if let Some(r) = req.instr_ops_per_s {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(format!("--instr-ops-per-s must be a positive number, got {r}"));
+        }
+    }
+    let (what, counts, instr) = match input {
+        Input::File(path) => {
+            let p = Path::new(path);
+            if !p.exists() {
+                return Err(format!("{path}: no such file"));
+            }
+            let counts = analyze_file(p, &models, &acfg).map_err(|e| e.to_string())?;
+            no_ops_check(path, &counts)?;
+            let instr = match req.instr_ops_per_s {
+                Some(r) => r,
+                None => instr_rate(&runner::run(input, "eadr", cfg, false)?, path)?,
+            };
+            (path.clone(), counts, instr)
+        }
+        Input::Workload(name, params) => {
+            let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
+            let t = Arc::new(g.trace);
+            let counts = analyze_trace(&t, &models, &acfg).map_err(|e| e.to_string())?;
+            let what = format!("workload {name}");
+            no_ops_check(&what, &counts)?;
+            let instr = match req.instr_ops_per_s {
+                Some(r) => r,
+                None => {
+                    let d = design::build("eadr", cfg, false)?;
+                    let mut sim = Simulator::new(cfg, d, t.pm.clone(), VecSource::all(&t), t.labels.clone(), false)
+                        .map_err(|e| e.to_string())?;
+                    sim.run().map_err(|e| e.to_string())?;
+                    instr_rate(&RunStats::collect(&sim), &what)?
+                }
+            };
+            (what, counts, instr)
+        }
+    };
+    summarize(&what, &counts, &acfg, Some(instr)).map_err(|e| e.to_string())
+}
+
+fn no_ops_check(what: &str, counts: &[(Model, pmsim_analysis::Counts)]) -> Result<(), String> {
+    if counts.iter().any(|(_, c)| c.ops == 0) {
+        return Err(format!("{what}: the trace has no operations (no begin/end pairs), so no rate per operation exists"));
+    }
+    Ok(())
+}
+
+fn instr_rate(s: &RunStats, what: &str) -> Result<f64, String> {
+    if s.ops_per_sec > 0.0 {
+        Ok(s.ops_per_sec)
+    } else {
+        Err(format!("{what}: the eadr run completed no operations, so the instruction rate is unknown (give --instr-ops-per-s)"))
+    }
+}

@@ -1,0 +1,199 @@
+"""Persist critical-path analysis (DESIGN.md §8): ``pmsim analyze`` and ``pmsim.analyze``.
+
+The analysis itself is the Rust crate ``pmsim-analysis``: one pass over a trace in global order,
+the longest chain of persist ordering constraints under strict, epoch or strand persistency,
+with coalescing at the atomic-persist size A and conflicts tracked at granularity G. This module
+is its front: arguments, the instruction rate it is normalised to, and the output forms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from pmsim import PmsimError, _core
+
+COLUMNS = [
+    "model",
+    "critical_path",
+    "persists",
+    "ops",
+    "critical_path_per_op",
+    "persist_bound_ops_per_s",
+    "instr_ops_per_s",
+    "normalized_rate",
+    "atomic_bytes",
+    "track_bytes",
+    "persist_ns",
+    "events",
+]
+
+
+def _strs(d: dict[str, Any] | None) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (d or {}).items()}
+
+
+def analyze_reports(
+    *,
+    trace: str | None = None,
+    workload: str | None = None,
+    model: str = "strict",
+    atomic_bytes: int = 8,
+    track_bytes: int = 8,
+    persist_ns: float = 500.0,
+    instr_ops_per_s: float | None = None,
+    config: str | None = None,
+    overrides: dict[str, str] | None = None,
+    params: dict[str, str] | None = None,
+) -> list[dict]:
+    """The analysis as a list of report dicts, one per model (``model`` may be ``all`` or a
+    comma-separated list)."""
+    if trace is not None and params:
+        raise PmsimError(f"-p {', '.join(sorted(params))}: workload parameters do not apply to --trace")
+    out = _core.analyze(
+        trace=trace,
+        workload=workload,
+        params=_strs(params),
+        config=config,
+        overrides=_strs(overrides),
+        models=str(model),
+        atomic_bytes=_int("atomic_bytes", atomic_bytes),
+        track_bytes=_int("track_bytes", track_bytes),
+        persist_ns=float(persist_ns),
+        instr_ops_per_s=None if instr_ops_per_s is None else float(instr_ops_per_s),
+    )
+    return json.loads(out)
+
+
+def _int(name: str, v: Any) -> int:
+    try:
+        i = int(v)
+    except (TypeError, ValueError):
+        raise PmsimError(f"{name} must be an integer number of bytes, got '{v}'") from None
+    if i < 0:
+        raise PmsimError(f"{name} must be a power of two from 8 to 256 bytes, got {i}")
+    return i
+
+
+def analyze(
+    trace: str | None = None,
+    *,
+    workload: str | None = None,
+    model: str = "strict",
+    atomic_bytes: int = 8,
+    track_bytes: int = 8,
+    persist_ns: float = 500.0,
+    instr_ops_per_s: float | None = None,
+    config: str | None = None,
+    **params: Any,
+):
+    """Persist critical path of a trace file or built-in workload under ``model``.
+
+    Returns a dict for one model, a pandas DataFrame (one row per model) for several
+    (``model="all"`` or ``"strict,epoch"``). ``params`` mixes workload parameters
+    (``threads=8, variant="racing"``) and machine configuration (``core_ghz=3``) for the ``eadr``
+    run that gives the instruction rate when ``instr_ops_per_s`` is not given.
+    """
+    cfg, wl = _core.split_kwargs(_strs(params))
+    reps = analyze_reports(
+        trace=trace,
+        workload=workload,
+        model=model,
+        atomic_bytes=atomic_bytes,
+        track_bytes=track_bytes,
+        persist_ns=persist_ns,
+        instr_ops_per_s=instr_ops_per_s,
+        config=config,
+        overrides=cfg,
+        params=wl,
+    )
+    if len(reps) == 1:
+        return reps[0]
+    import pandas as pd
+
+    return pd.DataFrame(reps, columns=COLUMNS)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "unbounded"
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    return str(v)
+
+
+def render(reps: list[dict]) -> str:
+    """A plain-text table of reports."""
+    cols = [
+        ("model", "model"),
+        ("critical_path", "critical path"),
+        ("persists", "persists"),
+        ("ops", "ops"),
+        ("critical_path_per_op", "path/op"),
+        ("persist_bound_ops_per_s", "persist-bound ops/s"),
+        ("normalized_rate", "normalized"),
+    ]
+    rows = [[_fmt(r.get(k)) for k, _ in cols] for r in reps]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, (_, h) in enumerate(cols)]
+    lines = ["  ".join(h.rjust(w) for (_, h), w in zip(cols, widths))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
+    r0 = reps[0]
+    lines.append(
+        f"(A = {r0['atomic_bytes']} B, G = {r0['track_bytes']} B, L = {r0['persist_ns']:g} ns, "
+        f"instruction rate {_fmt(r0.get('instr_ops_per_s'))} ops/s)"
+    )
+    return "\n".join(lines)
+
+
+def cmd_analyze(a: argparse.Namespace) -> int:
+    from pmsim.cli import _kv
+
+    params = _kv(a.param, "parameter")
+    reps = analyze_reports(
+        trace=a.trace,
+        workload=a.workload,
+        model=a.model,
+        atomic_bytes=a.atomic_bytes,
+        track_bytes=a.track_bytes,
+        persist_ns=a.persist_ns,
+        instr_ops_per_s=a.instr_ops_per_s,
+        config=a.config,
+        overrides=_kv(a.set, "--set"),
+        params=params,
+    )
+    if a.json:
+        # One model: its report; several: one object keyed by model.
+        obj = reps[0] if len(reps) == 1 else {r["model"]: r for r in reps}
+        print(json.dumps(obj))
+    else:
+        print(render(reps))
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Registers ``pmsim analyze``."""
+    from pmsim.cli import _add_config, _add_input
+
+    an = sub.add_parser(
+        "analyze", help="persist critical path under strict/epoch/strand persistency (DESIGN §8)"
+    )
+    _add_input(an)
+    an.add_argument(
+        "--model",
+        default="strict",
+        help="strict, epoch, strand, all, or a comma-separated list (racing epochs: epoch on "
+        "a workload's variant=racing)",
+    )
+    an.add_argument("--atomic-bytes", type=int, default=8, metavar="A", help="atomic persist size (8..256, default 8)")
+    an.add_argument("--track-bytes", type=int, default=8, metavar="G", help="tracking granularity (8..256, default 8)")
+    an.add_argument("--persist-ns", type=float, default=500.0, metavar="L", help="persist latency (default 500)")
+    an.add_argument(
+        "--instr-ops-per-s",
+        type=float,
+        metavar="R",
+        help="instruction execution rate (default: the trace's op rate on the engine under eadr)",
+    )
+    _add_config(an)
+    an.add_argument("--json", action="store_true", help="print one JSON object")
+    an.set_defaults(fn=cmd_analyze)

@@ -1,0 +1,108 @@
+"""`pmsim analyze` and `pmsim.analyze` end to end (DESIGN.md §8)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+import pmsim
+from conftest import pmsim_cli
+
+# Two ops. T0 persists PA and PB in one epoch, PC after a barrier, then releases a lock with no
+# barrier before it; T1 (a new strand) acquires it, barrier, PD. By hand:
+# strict: PA -> PB -> PC -> (release, acquire) -> PD: 4.
+# epoch:  {PA, PB} -> PC; the release follows only {PA, PB}, so PD is at level 2: 2.
+# strand: as epoch (T1's strand starts empty; the lock carries {PA, PB}): 2.
+TRACE = """# pmsim trace v1
+threads 2
+pm 0x100000000 0x40000000
+T0 begin op
+T0 store 0x100000000 8
+T0 store 0x100001000 8
+T0 ofence
+T0 store 0x100002000 8
+T0 release 0x3000
+T0 end op
+T1 begin op
+T1 strand
+T1 acquire 0x3000
+T1 ofence
+T1 store 0x100003000 8
+T1 end op
+"""
+
+
+@pytest.fixture
+def trace(tmp_path):
+    p = tmp_path / "q.trace"
+    p.write_text(TRACE)
+    return p
+
+
+def test_cli_json_on_a_hand_written_trace(trace, tmp_path):
+    r = pmsim_cli("analyze", "--trace", trace, "--model", "all", "--instr-ops-per-s", "1e6", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [out[m]["critical_path"] for m in ("strict", "epoch", "strand")] == [4, 2, 2]
+    s = out["strict"]
+    assert s["persists"] == 4 and s["ops"] == 2
+    assert s["critical_path_per_op"] == 2.0
+    # 2 ops / (4 × 500 ns) = 1e6 ops/s, normalised to 1e6: exactly 1.
+    assert s["persist_bound_ops_per_s"] == pytest.approx(1e6)
+    assert s["normalized_rate"] == pytest.approx(1.0)
+    # The binary form streams and gives the same answer; L scales the rate.
+    b = tmp_path / "q.bin"
+    assert pmsim_cli("trace", "convert", trace, b, "--to", "binary").returncode == 0
+    r = pmsim_cli("analyze", "--trace", b, "--model", "epoch", "--persist-ns", "250", "--instr-ops-per-s", "1e6", "--json")
+    one = json.loads(r.stdout)
+    assert one["critical_path"] == 2 and one["persist_bound_ops_per_s"] == pytest.approx(4e6)
+
+
+def test_granularities_change_the_answer(trace):
+    # The four persists are 4 KiB apart: no 256 B block holds two, so neither coalescing nor
+    # false sharing changes strict's chain.
+    r = pmsim_cli("analyze", "--trace", trace, "--model", "strict", "--atomic-bytes", "256", "--track-bytes", "256",
+                  "--instr-ops-per-s", "1", "--json")
+    assert json.loads(r.stdout)["critical_path"] == 4
+
+
+def test_instruction_rate_comes_from_eadr_by_default():
+    rep = pmsim.analyze(workload="cwl", model="strict", threads=1, ops=50)
+    run = pmsim.run("eadr", workload="cwl", threads=1, ops=50)
+    assert rep["instr_ops_per_s"] == pytest.approx(run["ops_per_sec"])
+    assert rep["normalized_rate"] == pytest.approx(rep["persist_bound_ops_per_s"] / run["ops_per_sec"])
+
+
+def test_python_api_returns_a_dataframe_for_several_models(trace):
+    df = pmsim.analyze(str(trace), model="all", instr_ops_per_s=1e6)
+    assert isinstance(df, pd.DataFrame)
+    assert list(df.model) == ["strict", "epoch", "strand"]
+    assert list(df.critical_path) == [4, 2, 2]
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--model", "racing"], "unknown persistency model 'racing'"),
+        (["--atomic-bytes", "12"], "power of two from 8 to 256"),
+        (["--track-bytes", "512"], "power of two from 8 to 256"),
+        (["--atomic-bytes", "4"], "power of two from 8 to 256"),
+        (["--persist-ns", "0"], "persist latency"),
+    ],
+)
+def test_bad_arguments(trace, args, needle):
+    r = pmsim_cli("analyze", "--trace", trace, *args)
+    assert r.returncode == 2
+    assert r.stderr.startswith("pmsim: error:") and needle in r.stderr and len(r.stderr.splitlines()) == 1
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_a_trace_without_operations_is_refused(tmp_path):
+    p = tmp_path / "noops.trace"
+    p.write_text("# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8\n")
+    r = pmsim_cli("analyze", "--trace", p, "--model", "all")
+    assert r.returncode == 2 and "no operations" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = pmsim_cli("analyze", "--trace", tmp_path / "missing.trace")
+    assert r.returncode == 2 and "no such file" in r.stderr
