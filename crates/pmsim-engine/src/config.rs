@@ -78,6 +78,19 @@ config! {
         write_gbps: f64 = 2.3, "GB/s", "media write bandwidth per MC";
         xpbuffer_lines: usize = 0, "lines", "on-DIMM buffer (Optane XPBuffer) per MC holding recently read or written lines; 0 = off";
         xpbuffer_ns: f64 = 40.0, "ns", "read latency of a line found in the on-DIMM buffer";
+        model: String = "optane".into(), "name", "PM media model: optane (WPQ in ADR, latency + bandwidth per MC) | banked (banks with open-page row buffers, FR-FCFS with write drain; [bank] section, DESIGN.md section 9)";
+    }
+    bank: BankCfg {
+        count: usize = 8, "banks", "banks per MC (banked model; power of two)";
+        row_bytes: u64 = 2048, "bytes", "row buffer size; also the stride unit of the address mapping (a row-sized group of consecutive addresses stays in one bank, consecutive groups go to consecutive banks)";
+        hit_ns: f64 = 36.0, "ns", "read or write that hits the open row";
+        read_conflict_ns: f64 = 100.0, "ns", "read that must open another row";
+        write_conflict_ns: f64 = 300.0, "ns", "write that must open another row";
+        read_queue: usize = 64, "entries", "read queue per MC: reads in service or waiting at the banks";
+        write_queue: usize = 64, "entries", "write queue per MC (takes the place of mc.wpq_entries under the banked model)";
+        drain_high_pct: f64 = 75.0, "%", "write-queue occupancy at which the MC enters write drain (writes before reads)";
+        drain_low_pct: f64 = 25.0, "%", "write-queue occupancy at which write drain ends";
+        persist_at: String = "media".into(), "name", "where a write becomes persistent: media (acknowledged when its bank write completes; the seed's persistence domain) | queue (ADR: acknowledged on entering the write queue)";
     }
     dram: DramCfg {
         latency_ns: f64 = 60.0, "ns", "volatile DRAM access latency";
@@ -253,6 +266,45 @@ impl Config {
         }
         if self.mc.wpq_entries == 0 {
             return Err(param_err("mc.wpq_entries", "must be at least 1"));
+        }
+        if !["optane", "banked"].contains(&self.pm.model.as_str()) {
+            return Err(param_err("pm.model", format!("unknown model '{}' (valid: optane, banked)", self.pm.model)));
+        }
+        if self.bank.count == 0 || !self.bank.count.is_power_of_two() || self.bank.count > 1024 {
+            return Err(param_err(
+                "bank.count",
+                format!("must be a power of two in 1..=1024, got {}", self.bank.count),
+            ));
+        }
+        if self.bank.row_bytes < 64 || !self.bank.row_bytes.is_power_of_two() {
+            return Err(param_err(
+                "bank.row_bytes",
+                format!("must be a power of two >= 64 (one line), got {}", self.bank.row_bytes),
+            ));
+        }
+        for (n, v) in [("bank.read_queue", self.bank.read_queue), ("bank.write_queue", self.bank.write_queue)] {
+            if v == 0 {
+                return Err(param_err(n, "must be at least 1"));
+            }
+        }
+        nonneg("bank.hit_ns", self.bank.hit_ns)?;
+        nonneg("bank.read_conflict_ns", self.bank.read_conflict_ns)?;
+        nonneg("bank.write_conflict_ns", self.bank.write_conflict_ns)?;
+        for (n, v) in
+            [("bank.drain_high_pct", self.bank.drain_high_pct), ("bank.drain_low_pct", self.bank.drain_low_pct)]
+        {
+            if !(0.0..=100.0).contains(&v) {
+                return Err(param_err(n, format!("must be in 0..=100, got {v}")));
+            }
+        }
+        if self.bank.drain_low_pct > self.bank.drain_high_pct {
+            return Err(param_err("bank.drain_low_pct", "must not exceed bank.drain_high_pct"));
+        }
+        if !["media", "queue"].contains(&self.bank.persist_at.as_str()) {
+            return Err(param_err(
+                "bank.persist_at",
+                format!("unknown domain '{}' (valid: media, queue)", self.bank.persist_at),
+            ));
         }
         nonneg("pm.read_ns", self.pm.read_ns)?;
         nonneg("pm.write_ns", self.pm.write_ns)?;
