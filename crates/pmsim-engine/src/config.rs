@@ -108,6 +108,16 @@ config! {
         bloom_counters: usize = 256, "counters", "counting Bloom filter per MC for NACKed lines";
         early_ack: String = "accept".into(), "name", "when an MC acknowledges an early flush that creates an undo record: accept (the record, in the ADR domain, holds the write while the PM read of the old line is in flight) | after_read (only once the read returned and the write entered the WPQ)";
     }
+    broi: BroiCfg {
+        sigma: f64 = 0.25, "", "Eq. 2 weight of a Ready subset's size against BLP: Priority(R_i) = BLP(R - R_i + N_i) - sigma * size(R_i); >= 0 (the seed gives no value; below 1 lets BLP dominate and size break ties)";
+        entry_slots: usize = 8, "requests", "requests buffered per thread at the MC side (a BROI entry's units; the delegated baseline gets the same buffer)";
+        barrier_regs: usize = 2, "registers", "barrier index registers per BROI entry: at most this many barriers (so regs+1 epochs) buffered per thread";
+        remote_entries: usize = 2, "entries", "remote BROI entries (one per RDMA channel)";
+        remote_threads: usize = 0, "cores", "the last this-many cores' persists enter the remote BROI queue instead of a local entry (the hybrid mode's remote-style stream)";
+        starvation_ns: f64 = 2000.0, "ns", "a remote request blocked this long is scheduled like a local one";
+        remote_low_util_pct: f64 = 50.0, "%", "remote requests go to a bank with no local candidate only while the MC write queue is below this occupancy";
+        step_ns: f64 = 0.4, "ns", "latency of one scheduling step (the seed's synthesised controller: 0.4 ns)";
+    }
     hops: HopsCfg {
         poll_cycles: u64 = 500, "cycles", "global TS register polling period";
         access_cycles: u64 = 50, "cycles", "global TS register access latency";
@@ -322,6 +332,30 @@ impl Config {
             if v == 0 {
                 return Err(param_err(n, "must be at least 1"));
             }
+        }
+        nonneg("broi.sigma", self.broi.sigma)?;
+        nonneg("broi.starvation_ns", self.broi.starvation_ns)?;
+        nonneg("broi.step_ns", self.broi.step_ns)?;
+        if !(0.0..=100.0).contains(&self.broi.remote_low_util_pct) {
+            return Err(param_err(
+                "broi.remote_low_util_pct",
+                format!("must be in 0..=100, got {}", self.broi.remote_low_util_pct),
+            ));
+        }
+        for (n, v) in [
+            ("broi.entry_slots", self.broi.entry_slots),
+            ("broi.barrier_regs", self.broi.barrier_regs),
+            ("broi.remote_entries", self.broi.remote_entries),
+        ] {
+            if v == 0 {
+                return Err(param_err(n, "must be at least 1"));
+            }
+        }
+        if self.broi.remote_threads >= self.core.count {
+            return Err(param_err(
+                "broi.remote_threads",
+                format!("must be below core.count ({}), got {}", self.core.count, self.broi.remote_threads),
+            ));
         }
         if self.hops.poll_cycles == 0 {
             return Err(param_err("hops.poll_cycles", "must be at least 1"));

@@ -199,6 +199,11 @@ impl Banks {
         }
     }
 
+    /// The row `bank` has open (`u64::MAX`: none yet).
+    pub fn open_row(&self, bank: usize) -> u64 {
+        self.open_row[bank]
+    }
+
     /// Latency of a write to `row` of `bank` if issued now (for schedulers' estimates).
     pub fn write_latency(&self, bank: usize, row: u64) -> u64 {
         if self.is_hit(bank, row) {

@@ -194,6 +194,17 @@ impl<R: Copy> Mc<R> {
         }
     }
 
+    /// The next time after `now` the queue changes by itself (a write starts at the media or
+    /// completes and frees its entry), if any.
+    pub fn next_change_after(&self, now: u64) -> Option<u64> {
+        let q = self.wpq.iter().flat_map(|e| [e.start, e.done]).filter(|&t| t > now && t != UNSTARTED).min();
+        let b = self.banks.as_ref().and_then(|b| b.free_at.iter().copied().filter(|&t| t > now).min());
+        match (q, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        }
+    }
+
     /// Free entries in the queue.
     pub fn queue_free(&self) -> usize {
         if self.waiting.is_empty() {
