@@ -37,6 +37,11 @@ fn asap_committing_before_the_commit_acks_is_caught() {
 }
 
 #[test]
+fn broi_letting_a_request_pass_its_barrier_is_caught() {
+    caught("broken-broi-cross-barrier", &["array", "dash-eh", "cceh"]);
+}
+
+#[test]
 fn hops_without_the_cross_thread_wait_is_caught() {
     caught("broken-hops-ep-no-cross-thread-wait", &["dash-eh", "cceh"]);
 }

@@ -47,4 +47,6 @@ soak_tests! {
     soak_hops_rp => "hops-rp",
     soak_asap_ep => "asap-ep",
     soak_asap_rp => "asap-rp",
+    soak_delegated => "delegated",
+    soak_broi => "broi",
 }

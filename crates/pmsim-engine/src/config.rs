@@ -104,6 +104,19 @@ config! {
         write_gbps: f64 = 2.3, "GB/s", @num(0.001, 1e4), "media write bandwidth per MC";
         xpbuffer_lines: usize = 0, "lines", @int(0, 1 << 20), "on-DIMM buffer (Optane XPBuffer) per MC holding recently read or written lines; 0 = off";
         xpbuffer_ns: f64 = 40.0, "ns", @LATENCY_NS, "read latency of a line found in the on-DIMM buffer";
+        model: String = "optane".into(), "name", @one_of(&["optane", "banked"]), "PM media model: optane (WPQ in ADR, latency + bandwidth per MC) | banked (banks with open-page row buffers, FR-FCFS with write drain; [bank] section, DESIGN.md section 9)";
+    }
+    bank: BankCfg {
+        count: usize = 8, "banks", @pow2(1, 1024), "banks per MC (banked model; power of two)";
+        row_bytes: u64 = 2048, "bytes", @pow2(64, 1 << 30), "row buffer size; also the stride unit of the address mapping (a row-sized group of consecutive addresses stays in one bank, consecutive groups go to consecutive banks)";
+        hit_ns: f64 = 36.0, "ns", @LATENCY_NS, "read or write that hits the open row";
+        read_conflict_ns: f64 = 100.0, "ns", @LATENCY_NS, "read that must open another row";
+        write_conflict_ns: f64 = 300.0, "ns", @LATENCY_NS, "write that must open another row";
+        read_queue: usize = 64, "entries", @int(1, 4096), "read queue per MC: reads in service or waiting at the banks";
+        write_queue: usize = 64, "entries", @int(1, 4096), "write queue per MC (takes the place of mc.wpq_entries under the banked model)";
+        drain_high_pct: f64 = 75.0, "%", @num(0.0, 100.0), "write-queue occupancy at which the MC enters write drain (writes before reads)";
+        drain_low_pct: f64 = 25.0, "%", @num(0.0, 100.0), "write-queue occupancy at which write drain ends";
+        persist_at: String = "media".into(), "name", @one_of(&["media", "queue"]), "where a write becomes persistent: media (acknowledged when its bank write completes; the seed's persistence domain) | queue (ADR: acknowledged on entering the write queue)";
     }
     dram: DramCfg {
         latency_ns: f64 = 60.0, "ns", @LATENCY_NS, "volatile DRAM access latency";
@@ -120,6 +133,16 @@ config! {
         entries: usize = 32, "records", @int(1, 1 << 16), "recovery table per MC (ASAP undo + delay records)";
         bloom_counters: usize = 256, "counters", @int(1, 1 << 20), "counting Bloom filter per MC for NACKed lines";
         early_ack: String = "accept".into(), "name", @one_of(&["accept", "after_read"]), "when an MC acknowledges an early flush that creates an undo record: accept (the record, in the ADR domain, holds the write while the PM read of the old line is in flight) | after_read (only once the read returned and the write entered the WPQ)";
+    }
+    broi: BroiCfg {
+        sigma: f64 = 0.25, "", @num(0.0, 1e6), "Eq. 2 weight of a Ready subset's size against BLP: Priority(R_i) = BLP(R - R_i + N_i) - sigma * size(R_i); >= 0 (the seed gives no value; below 1 lets BLP dominate and size break ties)";
+        entry_slots: usize = 8, "requests", @int(1, 4096), "requests buffered per thread at the MC side (a BROI entry's units; the delegated baseline gets the same buffer)";
+        barrier_regs: usize = 2, "registers", @int(1, 4096), "barrier index registers per BROI entry: at most this many barriers (so regs+1 epochs) buffered per thread";
+        remote_entries: usize = 2, "entries", @int(1, 64), "remote BROI entries (one per RDMA channel)";
+        remote_threads: usize = 0, "cores", @int(0, 63), "the last this-many cores' persists enter the remote BROI queue instead of a local entry (the hybrid mode's remote-style stream)";
+        starvation_ns: f64 = 2000.0, "ns", @LATENCY_NS, "a remote request blocked this long is scheduled like a local one";
+        remote_low_util_pct: f64 = 50.0, "%", @num(0.0, 100.0), "remote requests go to a bank with no local candidate only while the MC write queue is below this occupancy";
+        step_ns: f64 = 0.4, "ns", @LATENCY_NS, "latency of one scheduling step (the seed's synthesised controller: 0.4 ns)";
     }
     hops: HopsCfg {
         poll_cycles: u64 = 500, "cycles", @int(1, 1_000_000_000), "global TS register polling period";
@@ -225,6 +248,15 @@ impl Config {
                     format!("{size} KiB with {ways} ways does not give a power-of-two number of sets"),
                 ));
             }
+        }
+        if self.bank.drain_low_pct > self.bank.drain_high_pct {
+            return Err(param_err("bank.drain_low_pct", "must not exceed bank.drain_high_pct"));
+        }
+        if self.broi.remote_threads >= self.core.count {
+            return Err(param_err(
+                "broi.remote_threads",
+                format!("must be below core.count ({}), got {}", self.core.count, self.broi.remote_threads),
+            ));
         }
         Ok(())
     }

@@ -488,22 +488,61 @@ impl Machine {
                 self.schedule(now + self.hop_ps, Ev::Design(r));
             }
         }
+        self.mc_outputs(mc);
+    }
+
+    /// Collects a banked MC's outputs: wake-ups to schedule, replies (one hop), retired lines.
+    pub fn mc_outputs(&mut self, mc: usize) {
+        if self.mcs[mc].banks.is_none() {
+            return;
+        }
+        let m = &mut self.mcs[mc];
+        let (mut wakes, mut replies, mut retired) =
+            (std::mem::take(&mut m.out_wakes), std::mem::take(&mut m.out_replies), std::mem::take(&mut m.out_retired));
+        if !replies.is_empty() || !retired.is_empty() {
+            self.persist_version += 1;
+        }
+        for &t in &wakes {
+            self.schedule(t, Ev::McDone(mc as u16));
+        }
+        for &r in &replies {
+            self.schedule(self.now + self.hop_ps, Ev::Design(r));
+        }
+        if self.track_data {
+            self.nvm_written.extend_from_slice(&retired);
+        }
+        wakes.clear();
+        replies.clear();
+        retired.clear();
+        let m = &mut self.mcs[mc];
+        m.out_wakes = wakes;
+        m.out_replies = replies;
+        m.out_retired = retired;
     }
 
     /// A line read arriving at MC `mc` now; `reply` is delivered one hop after the data is ready.
     pub fn mc_read(&mut self, mc: usize, line: u64, reply: DesignEv) {
         let ready = self.mcs[mc].read(self.now, line);
+        self.mc_outputs(mc);
         self.schedule(ready + self.hop_ps, Ev::Design(reply));
     }
 
     /// A read inside the MC (ASAP's undo creation): `reply` when the data is at the MC, no hop.
     pub fn mc_read_local(&mut self, mc: usize, line: u64, reply: DesignEv) {
         let ready = self.mcs[mc].read(self.now, line);
+        self.mc_outputs(mc);
         self.schedule(ready, Ev::Design(reply));
     }
 
     /// Handles `Ev::McDone`.
     pub fn mc_complete(&mut self, mc: usize) {
+        if self.mcs[mc].banks.is_some() {
+            let mut acc = std::mem::take(&mut self.mc_accepted);
+            self.mcs[mc].complete(self.now, if self.track_data { Some(&mut self.nvm) } else { None }, &mut acc);
+            self.mc_accepted = acc;
+            self.mc_outputs(mc);
+            return;
+        }
         let mut acc = std::mem::take(&mut self.mc_accepted);
         let before = self.mcs[mc].stats.pm_writes;
         let head = self.mcs[mc].wpq.front().map(|e| e.data.line);

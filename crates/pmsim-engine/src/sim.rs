@@ -218,7 +218,9 @@ impl Simulator {
     fn mem_read(&mut self, line: u64, at: u64) -> u64 {
         if self.m.is_pm(line) {
             let mc = self.m.mc_of(line);
-            self.m.mcs[mc].read(at, line) - at
+            let ready = self.m.mcs[mc].read(at, line);
+            self.m.mc_outputs(mc);
+            ready - at
         } else {
             crate::config::ns(self.m.cfg.dram.latency_ns)
         }
@@ -659,7 +661,7 @@ impl Simulator {
     /// the WPQs (ADR) first, then the design's own (undo records, caches, buffers).
     pub fn crash_writes(&self) -> Vec<LineData> {
         let mut out = Vec::new();
-        for mc in &self.m.mcs {
+        for mc in self.m.mcs.iter().filter(|mc| mc.queue_persistent()) {
             for e in &mc.wpq {
                 out.push(e.data);
             }

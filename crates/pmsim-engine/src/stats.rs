@@ -35,6 +35,24 @@ pub struct McReport {
     pub wpq_occupancy_max: usize,
     pub read_bandwidth_gbps: f64,
     pub write_bandwidth_gbps: f64,
+    /// Banked model only (`pm.model = "banked"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub banks: Option<BankReport>,
+}
+
+/// The banked model's statistics for one MC (DESIGN.md §9).
+#[derive(Clone, Debug, Serialize)]
+pub struct BankReport {
+    /// Average banks busy while any bank is busy.
+    pub blp: f64,
+    pub row_hits: u64,
+    pub row_conflicts: u64,
+    pub row_hit_rate: f64,
+    /// Percentage of accesses that waited because their bank was busy with another.
+    pub bank_conflict_stall_pct: f64,
+    /// Reads + writes at the media, GB/s over the execution time.
+    pub memory_throughput_gbps: f64,
+    pub per_bank: Vec<crate::mem::banked::BankStats>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -142,6 +160,27 @@ impl RunStats {
                     mc.stats.pm_writes as f64 * 64.0 / secs / 1e9
                 } else {
                     0.0
+                }),
+                banks: mc.banks.as_ref().map(|b| {
+                    let hits: u64 = b.stats.iter().map(|s| s.row_hits).sum();
+                    let conf: u64 = b.stats.iter().map(|s| s.row_conflicts).sum();
+                    BankReport {
+                        blp: round3(b.blp()),
+                        row_hits: hits,
+                        row_conflicts: conf,
+                        row_hit_rate: round3(if hits + conf > 0 { hits as f64 / (hits + conf) as f64 } else { 0.0 }),
+                        bank_conflict_stall_pct: round3(if b.accesses > 0 {
+                            100.0 * b.bank_waits as f64 / b.accesses as f64
+                        } else {
+                            0.0
+                        }),
+                        memory_throughput_gbps: round3(if secs > 0.0 {
+                            (mc.stats.pm_reads + mc.stats.pm_writes) as f64 * 64.0 / secs / 1e9
+                        } else {
+                            0.0
+                        }),
+                        per_bank: b.stats.clone(),
+                    }
                 }),
             })
             .collect();

@@ -9,6 +9,8 @@
 //! bounded by the blocks written out of order (about one block per thread), never the trace.
 //! Gids are consecutive from 0 in every trace pmsim writes; if a trace skips some, the smallest
 //! buffered gid is taken once the file is exhausted, so the order stays the gid order.
+//! Every event passes the shared [`Validator`](crate::validate::Validator) as it is delivered,
+//! so a streamed trace is held to exactly the rules of the text and in-memory readers.
 
 use crate::binary::{decode_block, Cursor, Header, Record};
 use crate::event::Event;
@@ -34,6 +36,7 @@ pub struct GlobalOrderReader {
     last_thread: usize,
     eof: bool,
     delivered: u64,
+    validator: crate::validate::Validator,
 }
 
 impl GlobalOrderReader {
@@ -52,6 +55,7 @@ impl GlobalOrderReader {
             last_thread: 0,
             eof: false,
             delivered: 0,
+            validator: crate::validate::Validator::new(threads),
         })
     }
 
@@ -77,10 +81,21 @@ impl GlobalOrderReader {
                 Ok(true)
             }
             Some(Record::Label { name, .. }) => {
+                if let Some(e) = crate::validate::label_error(&name) {
+                    return Err(TraceError::new(&self.cursor.file, 0, format!("label at byte {at}: {e}")));
+                }
                 self.labels.push(name);
+                self.validator.labels = self.labels.len();
                 Ok(true)
             }
-            Some(Record::End { total_events }) => {
+            Some(Record::End { total_events, total_labels }) => {
+                if total_labels as usize != self.labels.len() {
+                    return Err(TraceError::new(
+                        &self.cursor.file,
+                        0,
+                        format!("END says {total_labels} labels, the file defines {}", self.labels.len()),
+                    ));
+                }
                 let buffered: u64 = self.queues.iter().map(|q| q.events.len() as u64).sum();
                 if self.delivered + buffered != total_events {
                     return Err(TraceError::new(
@@ -127,6 +142,10 @@ impl GlobalOrderReader {
                 self.last_thread = t;
                 self.next_gid = ev.gid + 1;
                 self.delivered += 1;
+                self.validator
+                    .order(&ev)
+                    .and_then(|_| self.validator.event(t, &ev))
+                    .map_err(|m| TraceError::new(&self.cursor.file, 0, format!("T{t} event {}: {m}", ev.gid)))?;
                 return Ok(Some((t, ev)));
             }
             if !self.read_record()? {

@@ -81,6 +81,11 @@ impl Design for Eadr {
 
     fn crash_writes(&self, m: &Machine, out: &mut Vec<LineData>) {
         for mc in &m.mcs {
+            // The battery covers the MC's queues even where ADR does not (banked media with
+            // `bank.persist_at = media`).
+            if !mc.queue_persistent() {
+                out.extend(mc.wpq.iter().map(|e| e.data));
+            }
             out.extend(mc.waiting.iter().map(|w| w.data));
         }
         for line in m.hier.dirty_lines() {

@@ -13,10 +13,12 @@ pub mod asap;
 pub mod baseline;
 pub mod bbb;
 pub mod buffered;
+pub mod delegated;
 pub mod eadr;
 mod flush;
 pub mod hops;
 pub mod pb;
+pub mod persist_sched;
 pub mod rt;
 
 use crate::machine::{DesignEv, Machine, StallCause};
@@ -182,6 +184,16 @@ pub static DESIGNS: &[DesignInfo] = &[
         build: |c| Box::new(asap::asap_ep(c)),
     },
     DesignInfo { name: "asap-rp", about: "ASAP with release persistency", build: |c| Box::new(asap::asap_rp(c)) },
+    DesignInfo {
+        name: "delegated",
+        about: "buffered strict persistency, delegated ordering: per-core persist buffers, barrier epochs drained in order at the MC (BROI seed's Epoch baseline); epoch persistency",
+        build: |c| Box::new(delegated::Delegated::new("delegated", "delegated", c, false)),
+    },
+    DesignInfo {
+        name: "broi",
+        about: "delegated ordering with the BLP-aware BROI controller (Eq. 2 priority, one candidate per bank, local before remote); epoch persistency",
+        build: |c| Box::new(delegated::Delegated::new("broi", "broi", c, false)),
+    },
 ];
 
 /// Test-only broken variants (reachable only by names starting with `broken-`).
@@ -210,6 +222,11 @@ pub static BROKEN: &[DesignInfo] = &[
         name: "broken-hops-ep-no-cross-thread-wait",
         about: "TEST ONLY: HOPS without the cross-thread wait",
         build: |c| Box::new(hops::broken_no_cross_thread_wait(c)),
+    },
+    DesignInfo {
+        name: "broken-broi-cross-barrier",
+        about: "TEST ONLY: BROI whose Ready-SET includes the Next-SET (requests pass their thread's barrier)",
+        build: |c| Box::new(delegated::Delegated::new("broken-broi-cross-barrier", "broi", c, true)),
     },
 ];
 

@@ -8,7 +8,15 @@
 //! starts; the entry stays in the WPQ until it completes. Reads take the read channel the same
 //! way and are served from the WPQ when it holds the line. Writes that find the WPQ full wait,
 //! in arrival order, exerting back-pressure on whoever sent them.
+//!
+//! Under `pm.model = "banked"` the media behind the queue is [`Banks`] instead: the queue is the
+//! MC's write queue (`bank.write_queue`), writes start out of order when their bank is free
+//! (FR-FCFS: row hits first, then oldest; write drain above the high watermark), and with
+//! `bank.persist_at = "media"` a write is acknowledged when its bank write completes (the queue
+//! is then outside the persistence domain). The engine collects the banked MC's outputs (wake-up
+//! times, replies, retired lines) after each call.
 
+use super::banked::Banks;
 use super::nvm::{LineData, Nvm};
 use crate::config::{ns, Config};
 use std::collections::VecDeque;
@@ -60,7 +68,12 @@ pub struct WpqEntry {
     /// When its media write starts (it can still coalesce before then).
     pub start: u64,
     pub done: u64,
+    /// When it entered the queue.
+    pub arrive: u64,
 }
+
+/// Not started yet (banked model: waits for its bank).
+const UNSTARTED: u64 = u64::MAX;
 
 /// A write waiting for a WPQ entry, with the event to send when it is accepted.
 #[derive(Clone, Copy, Debug)]
@@ -107,6 +120,17 @@ pub struct Mc<R: Copy> {
     xpbuf_cap: usize,
     xpbuf_ps: u64,
     pub stats: McStats,
+    /// The banked media, when `pm.model = "banked"`.
+    pub banks: Option<Banks>,
+    /// Banked model: each queue entry's reply (acknowledged at completion under `persist_at =
+    /// media`), aligned with `wpq`.
+    replies: VecDeque<Option<R>>,
+    /// Banked model outputs the engine collects after each call.
+    pub out_wakes: Vec<u64>,
+    pub out_replies: Vec<R>,
+    pub out_retired: Vec<u64>,
+    /// Scratch: best candidate per bank during an issue pass.
+    pick: Vec<Option<(bool, usize)>>,
 }
 
 impl<R: Copy> Mc<R> {
@@ -127,7 +151,222 @@ impl<R: Copy> Mc<R> {
             xpbuf_cap: cfg.pm.xpbuffer_lines,
             xpbuf_ps: ns(cfg.pm.xpbuffer_ns),
             stats: McStats::default(),
+            banks: (cfg.pm.model == "banked").then(|| Banks::new(cfg)),
+            replies: VecDeque::new(),
+            out_wakes: Vec::new(),
+            out_replies: Vec::new(),
+            out_retired: Vec::new(),
+            pick: vec![None; cfg.bank.count],
         }
+        .sized(cfg)
+    }
+
+    fn sized(mut self, cfg: &Config) -> Self {
+        if self.banks.is_some() {
+            self.cap = cfg.bank.write_queue;
+        }
+        self
+    }
+
+    /// Whether the queue's contents survive a crash (ADR): always for the default model; for
+    /// the banked model only with `persist_at = "queue"`.
+    pub fn queue_persistent(&self) -> bool {
+        self.banks.as_ref().is_none_or(|b| !b.persist_at_media)
+    }
+
+    /// Bank of `line` (0 when the model has no banks) and the number of banks.
+    pub fn bank_of(&self, line: u64) -> usize {
+        self.banks.as_ref().map_or(0, |b| b.locate(line).0)
+    }
+
+    pub fn bank_count(&self) -> usize {
+        self.banks.as_ref().map_or(1, |b| b.count())
+    }
+
+    /// Writes queued for `bank` that have not started at the media (schedulers meter on this).
+    pub fn bank_backlog(&self, now: u64, bank: usize) -> usize {
+        match &self.banks {
+            Some(b) => {
+                self.wpq.iter().filter(|e| e.start > now && b.locate(e.data.line).0 == bank).count()
+                    + self.waiting.iter().filter(|w| b.locate(w.data.line).0 == bank).count()
+            }
+            None => self.wpq.iter().filter(|e| e.start > now).count() + self.waiting.len(),
+        }
+    }
+
+    /// The next time after `now` the queue changes by itself (a write starts at the media or
+    /// completes and frees its entry), if any.
+    pub fn next_change_after(&self, now: u64) -> Option<u64> {
+        let q = self.wpq.iter().flat_map(|e| [e.start, e.done]).filter(|&t| t > now && t != UNSTARTED).min();
+        let b = self.banks.as_ref().and_then(|b| b.free_at.iter().copied().filter(|&t| t > now).min());
+        match (q, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        }
+    }
+
+    /// Free entries in the queue.
+    pub fn queue_free(&self) -> usize {
+        if self.waiting.is_empty() {
+            self.cap.saturating_sub(self.wpq.len())
+        } else {
+            0
+        }
+    }
+
+    pub fn queue_cap(&self) -> usize {
+        self.cap
+    }
+
+    // ---- the banked model ---------------------------------------------------------------
+
+    fn offer_banked(&mut self, now: u64, data: LineData, reply: Option<R>) -> Option<u64> {
+        let media = self.banks.as_ref().is_some_and(|b| b.persist_at_media);
+        // Coalescing would merge two writes under one acknowledgement; with the media as the
+        // persistence domain each write keeps its own.
+        let older_waiting = self.waiting.iter().any(|w| w.data.line == data.line);
+        if !media && !older_waiting {
+            if let Some(e) = self.wpq.iter_mut().rev().find(|e| e.data.line == data.line && e.start > now) {
+                e.data.merge(&data);
+                self.stats.wpq_coalesced += 1;
+                if let Some(r) = reply {
+                    self.out_replies.push(r);
+                }
+                return None;
+            }
+        }
+        if self.wpq.len() >= self.cap || !self.waiting.is_empty() {
+            self.stats.wpq_full_waits += 1;
+            self.waiting.push_back(WaitingWrite { data, reply });
+            return None;
+        }
+        self.insert_banked(now, data, reply);
+        self.issue(now);
+        None
+    }
+
+    fn insert_banked(&mut self, now: u64, data: LineData, reply: Option<R>) {
+        self.account(now);
+        self.wpq.push_back(WpqEntry { data, start: UNSTARTED, done: UNSTARTED, arrive: now });
+        let media = self.banks.as_ref().is_some_and(|b| b.persist_at_media);
+        if media {
+            self.replies.push_back(reply);
+        } else {
+            self.replies.push_back(None);
+            if let Some(r) = reply {
+                self.out_replies.push(r);
+            }
+        }
+        self.stats.wpq_occupancy_max = self.stats.wpq_occupancy_max.max(self.wpq.len());
+    }
+
+    /// Starts, on every idle bank, its FR-FCFS choice among the queued writes.
+    fn issue(&mut self, now: u64) {
+        let Some(b) = self.banks.as_mut() else { return };
+        b.settle(now);
+        let n = self.wpq.len();
+        if n >= b.drain_high {
+            b.draining = true;
+        } else if n <= b.drain_low {
+            b.draining = false;
+        }
+        self.pick.iter_mut().for_each(|p| *p = None);
+        let mut any = false;
+        for (i, e) in self.wpq.iter().enumerate() {
+            if e.start != UNSTARTED {
+                continue;
+            }
+            let (bank, row) = b.locate(e.data.line);
+            if b.free_at[bank] > now {
+                continue;
+            }
+            let hit = b.is_hit(bank, row);
+            // Row hits first, then oldest (queue order).
+            match self.pick[bank] {
+                Some((true, _)) => {}
+                Some((false, _)) if !hit => {}
+                _ => {
+                    self.pick[bank] = Some((hit, i));
+                    any = true;
+                }
+            }
+        }
+        if !any {
+            return;
+        }
+        for bank in 0..self.pick.len() {
+            if let Some((_, i)) = self.pick[bank] {
+                let e = &mut self.wpq[i];
+                let (_, row) = b.locate(e.data.line);
+                let (start, done) = b.reserve(e.arrive, now, bank, row, true);
+                e.start = start;
+                e.done = done;
+                self.out_wakes.push(done);
+            }
+        }
+    }
+
+    fn complete_banked(&mut self, now: u64, mut nvm: Option<&mut Nvm>) {
+        // Retire in completion order (one bank's writes complete in its timeline order).
+        while let Some((i, _)) =
+            self.wpq.iter().enumerate().filter(|(_, e)| e.done <= now).min_by_key(|(i, e)| (e.done, *i))
+        {
+            self.account(now);
+            let e = self.wpq.remove(i).expect("index in range");
+            let reply = self.replies.remove(i).flatten();
+            if let Some(nvm) = nvm.as_deref_mut() {
+                nvm.write_line(&e.data);
+            }
+            self.stats.pm_writes += 1;
+            self.out_retired.push(e.data.line);
+            if let Some(r) = reply {
+                self.out_replies.push(r);
+            }
+        }
+        while self.wpq.len() < self.cap {
+            let Some(w) = self.waiting.pop_front() else { break };
+            self.insert_banked(now, w.data, w.reply);
+        }
+        self.issue(now);
+    }
+
+    fn read_banked(&mut self, now: u64, line: u64) -> u64 {
+        let draining = self.banks.as_ref().is_some_and(|b| b.draining);
+        let Some(b) = self.banks.as_mut() else { return now };
+        let (bank, row) = b.locate(line);
+        if draining {
+            // Write drain: the queued writes of this bank go before the read (FR-FCFS order).
+            loop {
+                let mut best: Option<(bool, usize)> = None;
+                for (i, e) in self.wpq.iter().enumerate() {
+                    if e.start != UNSTARTED {
+                        continue;
+                    }
+                    let (eb, er) = b.locate(e.data.line);
+                    if eb != bank {
+                        continue;
+                    }
+                    let hit = b.is_hit(bank, er);
+                    if best.is_none() || (hit && !best.is_some_and(|x| x.0)) {
+                        best = Some((hit, i));
+                    }
+                }
+                let Some((_, i)) = best else { break };
+                let e = &mut self.wpq[i];
+                let er = b.locate(e.data.line).1;
+                let (start, done) = b.reserve(e.arrive, now, bank, er, true);
+                e.start = start;
+                e.done = done;
+                self.out_wakes.push(done);
+            }
+        }
+        let slot = b.read_slot(now);
+        let (_, done) = b.reserve(slot, slot, bank, row, false);
+        b.read_reserved(done);
+        // Queued writes of this bank start once the read is done.
+        self.out_wakes.push(done);
+        self.stats.pm_reads += 1;
+        done
     }
 
     fn account(&mut self, now: u64) {
@@ -140,6 +379,9 @@ impl<R: Copy> Mc<R> {
     /// write (the caller schedules its completion), `Some(0)` if it coalesced, `None` if it must
     /// wait (it is queued; `complete` will accept it later).
     pub fn offer(&mut self, now: u64, data: LineData, reply: Option<R>) -> Option<u64> {
+        if self.banks.is_some() {
+            return self.offer_banked(now, data, reply);
+        }
         // Coalescing must not jump ahead of an older write to the same line that is still
         // waiting for an entry: that write would later overwrite the newer data.
         let older_waiting = self.waiting.iter().any(|w| w.data.line == data.line);
@@ -183,7 +425,7 @@ impl<R: Copy> Mc<R> {
         let start = now.max(self.write_free);
         self.write_free = start + self.write_occ_ps;
         let done = start + self.write_ps;
-        self.wpq.push_back(WpqEntry { data, start, done });
+        self.wpq.push_back(WpqEntry { data, start, done, arrive: now });
         self.stats.wpq_occupancy_max = self.stats.wpq_occupancy_max.max(self.wpq.len());
         done
     }
@@ -192,6 +434,9 @@ impl<R: Copy> Mc<R> {
     /// waiting writes. Returns the accepted writes' replies and the done times to schedule.
     pub fn complete(&mut self, now: u64, nvm: Option<&mut Nvm>, accepted: &mut Vec<(Option<R>, u64)>) {
         accepted.clear();
+        if self.banks.is_some() {
+            return self.complete_banked(now, nvm);
+        }
         let Some(e) = self.wpq.front().copied() else { return };
         if e.done > now {
             return;
@@ -214,6 +459,9 @@ impl<R: Copy> Mc<R> {
         if self.wpq.iter().any(|e| e.data.line == line) || self.waiting.iter().any(|w| w.data.line == line) {
             self.stats.wpq_read_hits += 1;
             return now;
+        }
+        if self.banks.is_some() {
+            return self.read_banked(now, line);
         }
         if self.xp_touch(line) {
             self.stats.xpbuffer_read_hits += 1;

@@ -1,0 +1,97 @@
+//! The `delegated` baseline's MC side (the BROI seed's "Epoch" baseline, after Kolli et al.):
+//! barrier epochs are flattened into global epochs and drained in order, oldest first.
+//!
+//! Why: once requests leave the per-thread persist buffers their barriers become visible to
+//! every thread; the controller sends the k-th epoch of every thread together — (1.1, 1.2, 2.1,
+//! 3.1) barrier (1.3, 2.2, 3.2) — and a global epoch starts only when the previous one has
+//! persisted. A thread's next epoch joins the oldest global epoch after its previous one (the
+//! one draining, if its previous epoch is already done). Within a global epoch requests go to
+//! the MC in arrival order as fast as its write queue takes them; the queue's FR-FCFS sees
+//! them. Guarantee: a thread's epochs map to strictly increasing global epochs, so no request
+//! passes its barrier.
+
+use super::{BankView, PersistScheduler, Pick, Queues, Req};
+use std::collections::BTreeMap;
+
+#[derive(Default)]
+pub struct InOrder {
+    /// The global epoch being drained.
+    current: u64,
+    /// Per entry: (its newest thread epoch, that epoch's global epoch).
+    last: Vec<(u64, u64)>,
+    /// Per global epoch: requests not yet persisted.
+    remaining: BTreeMap<u64, u32>,
+    epochs_drained: u64,
+}
+
+impl InOrder {
+    fn advance(&mut self) {
+        loop {
+            if self.remaining.get(&self.current).is_some_and(|&n| n > 0) {
+                return;
+            }
+            self.remaining.remove(&self.current);
+            match self.remaining.first_key_value() {
+                Some((&g, _)) if g > self.current => {
+                    self.current = g;
+                    self.epochs_drained += 1;
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+impl PersistScheduler for InOrder {
+    fn name(&self) -> &'static str {
+        "delegated"
+    }
+
+    fn on_arrive(&mut self, q: &Queues, r: &mut Req) {
+        if self.last.len() < q.entries.len() {
+            self.last.resize(q.entries.len(), (u64::MAX, 0));
+        }
+        let (le, lg) = self.last[r.entry as usize];
+        let g = if le == r.epoch {
+            // Its epoch's global one may have drained meanwhile: then every earlier epoch of the
+            // thread has persisted and the request joins the one draining.
+            lg.max(self.current)
+        } else if le == u64::MAX {
+            self.current
+        } else {
+            self.current.max(lg + 1)
+        };
+        self.last[r.entry as usize] = (r.epoch, g);
+        r.tag = g;
+        *self.remaining.entry(g).or_insert(0) += 1;
+    }
+
+    fn on_persisted(&mut self, r: &Req) {
+        if let Some(n) = self.remaining.get_mut(&r.tag) {
+            *n -= 1;
+        }
+    }
+
+    fn pick(&mut self, q: &Queues, v: &BankView, out: &mut Vec<Pick>) {
+        self.advance();
+        let mut free = v.queue_free.clone();
+        // Oldest first across entries: by arrival sequence.
+        let mut cand: Vec<(u64, usize, usize)> = Vec::new();
+        for (i, e) in q.entries.iter().enumerate() {
+            for r in e.queued.iter().filter(|r| r.tag <= self.current) {
+                cand.push((r.seq, i, r.mc as usize));
+            }
+        }
+        cand.sort_unstable();
+        for (seq, i, mc) in cand {
+            if free[mc] > 0 {
+                free[mc] -= 1;
+                out.push((i, seq));
+            }
+        }
+    }
+
+    fn stats(&self, out: &mut crate::design::DesignStats) {
+        out.insert("global_epochs".into(), self.epochs_drained as f64);
+    }
+}
