@@ -12,7 +12,8 @@
 //! `release ADDR [SIZE [VALUE]]` (default 8 bytes; a release writes VALUE, default 0), and
 //! `begin`/`end` labels are single tokens.
 
-use crate::event::{Event, Kind, LINE_BYTES};
+use crate::event::{Event, Kind, LINE_BYTES, MAX_REGION_BYTES, SERVER_NODE};
+use crate::trace::PmRange;
 use crate::trace::{value_of, EventSink, Trace, TraceBuilder};
 use crate::TraceError;
 use std::io::{BufRead, Write};
@@ -74,6 +75,8 @@ pub fn read<R: BufRead>(file: &str, r: R) -> Result<Trace, TraceError> {
 pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Result<(), TraceError> {
     let mut have_threads = false;
     let mut saw_header = false;
+    let mut pm: Vec<PmRange> = Vec::new();
+    let mut roles: Vec<ThreadRole> = Vec::new();
     for (idx, line) in r.lines().enumerate() {
         let lineno = idx + 1;
         let line = line.map_err(|e| TraceError::new(file, lineno, format!("cannot read: {e}")))?;
@@ -105,6 +108,7 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                     .filter(|&n| (1..=4096).contains(&n))
                     .ok_or_else(|| err(format!("thread count '{}' is not a number in 1..=4096", toks[1])))?;
                 sink.set_threads(n as usize).map_err(|e| err(format!("cannot write: {e}")))?;
+                roles = vec![ThreadRole::default(); n as usize];
                 have_threads = true;
             }
             "pm" => {
@@ -124,6 +128,7 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                     return Err(err("'pm' after the first event".into()));
                 }
                 sink.add_pm_range(base, size).map_err(|e| err(format!("cannot write: {e}")))?;
+                pm.push(PmRange { base, size });
             }
             t if t.starts_with('T') => {
                 if !have_threads {
@@ -134,7 +139,11 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                 if thread >= sink.num_threads() {
                     return Err(err(format!("thread T{thread} but the trace has {} threads", sink.num_threads())));
                 }
-                parse_event(sink, thread, &toks[1..]).map_err(err)?;
+                if pm.is_empty() {
+                    pm.push(crate::DEFAULT_PM);
+                }
+                let kind = parse_event(sink, thread, &toks[1..], &pm).map_err(err)?;
+                roles[thread].note(thread, kind, lineno).map_err(err)?;
             }
             other => return Err(err(format!("unknown directive '{other}'"))),
         }
@@ -148,7 +157,61 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
     Ok(())
 }
 
-fn parse_event<S: EventSink>(b: &mut S, thread: usize, toks: &[&str]) -> Result<(), String> {
+/// Which side of remote persistence a thread is on, as far as its events so far tell: a thread
+/// that issues `rdma_pwrite`/`rdma_wait` is a client (its own client node, DESIGN.md §9); one
+/// that touches memory or fences runs on the server. No thread may be both.
+#[derive(Clone, Copy, Default)]
+struct ThreadRole {
+    /// Line of the thread's first remote event.
+    client_at: Option<usize>,
+    /// Line of the thread's first local memory or fence event.
+    local_at: Option<(usize, Kind)>,
+}
+
+impl ThreadRole {
+    fn note(&mut self, thread: usize, kind: Kind, line: usize) -> Result<(), String> {
+        if matches!(kind, Kind::Compute | Kind::Begin | Kind::End) {
+            return Ok(());
+        }
+        if kind.is_remote() {
+            self.client_at.get_or_insert(line);
+        } else {
+            self.local_at.get_or_insert((line, kind));
+        }
+        match (self.client_at, self.local_at) {
+            (Some(c), Some((l, k))) => Err(format!(
+                "T{thread} mixes remote persistence ({} at line {c}) with local '{}' (line {l}); a client \
+                 thread may contain only compute, begin, end, rdma_pwrite and rdma_wait",
+                if c <= l { "first remote event" } else { "rdma event" },
+                k.name()
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Checks an `rdma_pwrite`'s target: the server node, and a region inside one of its PM ranges.
+pub fn check_region(node: u64, addr: u64, len: u64, pm: &[PmRange]) -> Result<(), String> {
+    if node != SERVER_NODE as u64 {
+        return Err(format!(
+            "rdma_pwrite to node {node}, which does not exist: node {SERVER_NODE} is the server (the simulated \
+             machine) and client nodes hold no PM"
+        ));
+    }
+    if len == 0 || len > MAX_REGION_BYTES {
+        return Err(format!("rdma_pwrite size {len} is not in 1..={MAX_REGION_BYTES}"));
+    }
+    let end = addr.checked_add(len).ok_or_else(|| format!("rdma_pwrite region at {addr:#x} overflows"))?;
+    if !pm.iter().any(|r| addr >= r.base && end <= r.base + r.size) {
+        return Err(format!(
+            "rdma_pwrite region [{addr:#x}, {end:#x}) is not inside one of the server's PM ranges ({})",
+            pm.iter().map(|r| format!("[{:#x}, {:#x})", r.base, r.base + r.size)).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Ok(())
+}
+
+fn parse_event<S: EventSink>(b: &mut S, thread: usize, toks: &[&str], pm: &[PmRange]) -> Result<Kind, String> {
     let Some(&name) = toks.first() else {
         return Err("missing event after thread".into());
     };
@@ -226,8 +289,20 @@ fn parse_event<S: EventSink>(b: &mut S, thread: usize, toks: &[&str]) -> Result<
             b.push(thread, Event { addr: id as u64, ..Event::new(kind) }, None)
                 .map_err(|e| format!("cannot write: {e}"))?;
         }
+        Kind::RdmaPwrite => {
+            nargs(3, 3)?;
+            let node = parse_num(args[0]).ok_or_else(|| format!("bad node '{}'", args[0]))?;
+            let a = addr_of(args[1])?;
+            let len = parse_num(args[2]).ok_or_else(|| format!("bad size '{}'", args[2]))?;
+            check_region(node, a, len, pm)?;
+            b.push(thread, Event::rdma_pwrite(node as u32, a, len), None).map_err(|e| format!("cannot write: {e}"))?;
+        }
+        Kind::RdmaWait => {
+            nargs(0, 0)?;
+            b.push(thread, Event::new(kind), None).map_err(|e| format!("cannot write: {e}"))?;
+        }
     }
-    Ok(())
+    Ok(kind)
 }
 
 /// Formats one event's text line (without thread prefix).
@@ -254,7 +329,10 @@ pub fn format_event(ev: &Event, arena: &[u8], labels: &[String]) -> String {
             None => format!("{name} {:#x} {}", ev.addr, ev.size),
         },
         Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => format!("{name} {:#x}", ev.addr),
-        Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => name.to_string(),
+        Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand | Kind::RdmaWait => {
+            name.to_string()
+        }
+        Kind::RdmaPwrite => format!("{name} {} {:#x} {}", ev.aux, ev.addr, ev.data),
         Kind::Begin | Kind::End => {
             let l = labels.get(ev.addr as usize).map(String::as_str).unwrap_or("?");
             format!("{name} {l}")
@@ -352,5 +430,34 @@ mod tests {
         assert!(e.contains("does not fit in 2 bytes"), "{e}");
         let e = err_of("# pmsim trace v1\nthreads 1\nT0 load zz 8\n");
         assert!(e.contains("bad address 'zz'"), "{e}");
+    }
+
+    const REMOTE: &str = "# pmsim trace v1\nthreads 2\npm 0x100000000 0x100000\nT0 store 0x100000000 8 1\nT1 begin tx\nT1 rdma_pwrite 0 0x100000100 300\nT1 rdma_pwrite 0 0x100001000 64\nT1 rdma_wait\nT1 end tx\n";
+
+    #[test]
+    fn remote_events_round_trip() {
+        let t = parse_str("x", REMOTE).unwrap();
+        let e = t.threads[1].events[1];
+        assert_eq!((e.kind, e.aux, e.addr, e.data), (Kind::RdmaPwrite, 0, 0x1_0000_0100, 300));
+        let mut out = Vec::new();
+        write(&mut out, &t).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("T1 rdma_pwrite 0 0x100000100 300\nT1 rdma_pwrite 0 0x100001000 64\nT1 rdma_wait"));
+        assert_eq!(parse_str("y", &text).unwrap(), t);
+    }
+
+    #[test]
+    fn remote_errors_name_the_line() {
+        let head = "# pmsim trace v1\nthreads 2\npm 0x100000000 0x100000\n";
+        let e = err_of(&format!("{head}T1 rdma_pwrite 3 0x100000000 64\n"));
+        assert!(e.starts_with("f.trace:4: ") && e.contains("node 3, which does not exist"), "{e}");
+        let e = err_of(&format!("{head}T1 rdma_pwrite 0 0x1000fffc0 128\n"));
+        assert!(e.starts_with("f.trace:4: ") && e.contains("not inside one of the server's PM ranges"), "{e}");
+        let e = err_of(&format!("{head}T1 rdma_pwrite 0 0x100000000 0\n"));
+        assert!(e.contains("size 0 is not in"), "{e}");
+        let e = err_of(&format!("{head}T1 rdma_wait\nT1 store 0x100000000 8\n"));
+        assert!(e.starts_with("f.trace:5: ") && e.contains("T1 mixes remote persistence"), "{e}");
+        let e = err_of(&format!("{head}T0 ofence\nT0 rdma_pwrite 0 0x100000000 8\n"));
+        assert!(e.starts_with("f.trace:5: ") && e.contains("local 'ofence' (line 4)"), "{e}");
     }
 }
