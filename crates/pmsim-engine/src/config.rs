@@ -99,6 +99,18 @@ config! {
         poll_cycles: u64 = 500, "cycles", "global TS register polling period";
         access_cycles: u64 = 50, "cycles", "global TS register access latency";
     }
+    net: NetCfg {
+        strategy: String = "sync".into(), "name", "remote persistence (rdma_pwrite, DESIGN §9): sync (each region waits for its persist ACK) | bsp (regions stream in order; the client waits only at rdma_wait)";
+        link_latency_ns: f64 = 1000.0, "ns", "one-way wire + switch latency per packet (a small RDMA write's round trip is ~2 x (this + 2 x nic_ns) = 3.2 us: 'a few us', ConnectX-class NICs)";
+        link_gbps: f64 = 40.0, "Gb/s", "link bandwidth of every NIC port, each direction (40-100 Gb/s RDMA links; 40 = QDR InfiniBand / 40 GbE)";
+        mtu_bytes: u64 = 4096, "bytes", "largest packet payload (InfiniBand / RoCE MTU); a region is sent as ceil(size / mtu) packets";
+        packet_overhead_bytes: u64 = 78, "bytes", "headers per packet on the wire (RoCEv2: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4 + FCS 4); a persist ACK is one header-only packet";
+        nic_ns: f64 = 300.0, "ns", "NIC processing per message at each end (send: WQE fetch + payload DMA; receive: PCIe write into the LLC / ACK generation)";
+        post_ns: f64 = 100.0, "ns", "client CPU time to post one rdma_pwrite (work request + doorbell)";
+        send_queue: usize = 64, "regions", "client NIC send queue: rdma_pwrites in flight per client before posting blocks (bsp)";
+        channels: usize = 2, "entries", "server remote BROI queue entries, one per RDMA channel; client i uses channel i mod channels";
+        rpb_entries: usize = 8, "lines", "server remote persist buffer: lines per channel in flight from the LLC (DDIO) to the MCs";
+    }
     sim: SimCfg {
         seed: u64 = 1, "", "seed of every random choice in the engine (random replacement)";
         watchdog_ms: f64 = 1000.0, "ms", "simulated time without progress after which a stuck core is reported";
@@ -275,6 +287,7 @@ impl Config {
             return Err(param_err("hops.poll_cycles", "must be at least 1"));
         }
         pos("sim.watchdog_ms", self.sim.watchdog_ms)?;
+        crate::net::validate(&self.net).map_err(|(n, m)| param_err(n, m))?;
         Ok(())
     }
 

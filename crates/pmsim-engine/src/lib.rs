@@ -11,6 +11,7 @@ pub mod crash;
 pub mod design;
 pub mod machine;
 pub mod mem;
+pub mod net;
 pub mod sim;
 pub mod stats;
 

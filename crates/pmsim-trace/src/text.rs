@@ -329,9 +329,7 @@ pub fn format_event(ev: &Event, arena: &[u8], labels: &[String]) -> String {
             None => format!("{name} {:#x} {}", ev.addr, ev.size),
         },
         Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => format!("{name} {:#x}", ev.addr),
-        Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand | Kind::RdmaWait => {
-            name.to_string()
-        }
+        Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand | Kind::RdmaWait => name.to_string(),
         Kind::RdmaPwrite => format!("{name} {} {:#x} {}", ev.aux, ev.addr, ev.data),
         Kind::Begin | Kind::End => {
             let l = labels.get(ev.addr as usize).map(String::as_str).unwrap_or("?");
