@@ -129,6 +129,8 @@ struct Region {
     posted_at: u64,
     /// When its last packet landed in the LLC.
     arrived_at: u64,
+    /// When its persist ACK reached the client (`u64::MAX` before).
+    acked_at: u64,
     done: bool,
 }
 
@@ -314,6 +316,7 @@ impl Net {
             accepted: 0,
             posted_at: posted,
             arrived_at: 0,
+            acked_at: u64::MAX,
             done: false,
         });
         self.pending += 1;
@@ -385,6 +388,7 @@ impl Net {
                 self.pump(m, ch);
             }
             TAG_PERSIST_ACK => {
+                self.regions[ev.arg as usize].acked_at = m.now;
                 let r = self.regions[ev.arg as usize];
                 self.pending -= 1;
                 self.acks += 1;
@@ -436,6 +440,12 @@ impl Net {
                 );
             }
         }
+    }
+
+    /// (region gid, when its persist ACK reached the client) for every acknowledged region: what
+    /// the crash checker may require to be durable.
+    pub fn acked_regions(&self) -> Vec<(u64, u64)> {
+        self.regions.iter().filter(|r| r.acked_at != u64::MAX).map(|r| (r.gid, r.acked_at)).collect()
     }
 
     pub fn report(&self) -> NetReport {
