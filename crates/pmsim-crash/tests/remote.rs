@@ -2,6 +2,8 @@
 //! changes, each client's regions are durable in posting order under `sync` and `bsp`, and the
 //! broken strategy (regions drained newest first) is caught.
 
+mod common;
+use common::{crash_workload, describe};
 use pmsim_crash::{run, Instants, Report, Request};
 use pmsim_engine::Config;
 use pmsim_trace::text::parse_str;
@@ -58,4 +60,18 @@ fn regions_applied_out_of_order_are_caught() {
     let e = f.region_error.as_deref().unwrap_or("");
     assert!(e.contains("regions must become durable in order"), "{e}");
     assert!(f.replay.contains("--set net.strategy=broken-bsp-unordered"), "{}", f.replay);
+}
+
+#[test]
+fn client_workloads_keep_region_order_under_every_correct_design() {
+    let mut bad = Vec::new();
+    for w in ["rdma-tpcc", "rdma-ycsb", "rdma-ctree", "rdma-hashmap", "rdma-memcached"] {
+        for d in pmsim_engine::DESIGNS {
+            let r = crash_workload(w, 20, d.name, 100, 1);
+            if !r.ok() || r.images != 100 {
+                bad.push(format!("{w} under {}: {}", d.name, describe(&r)));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

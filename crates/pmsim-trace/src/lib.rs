@@ -22,7 +22,7 @@ pub mod text;
 mod trace;
 
 pub use error::TraceError;
-pub use event::{Event, Kind, LINE_BYTES, WORD_BYTES};
+pub use event::{Event, Kind, LINE_BYTES, MAX_REGION_BYTES, SERVER_NODE, WORD_BYTES};
 pub use image::{MemImage, WordVal, INITIAL as INITIAL_ID};
 pub use record::{Access, RunRecord, SyncPerform, WordAccess};
 pub use source::{BinarySource, Chunk, EventSource, VecSource};

@@ -341,7 +341,22 @@ impl Net {
                 let rid = (ev.arg >> 16) as usize;
                 let k = ev.arg & 0xffff;
                 let r = &mut self.regions[rid];
-                r.bytes_arrived += self.mtu.min(r.len - k * self.mtu);
+                let payload = self.mtu.min(r.len - k * self.mtu);
+                if m.track_data {
+                    // DDIO: the payload is now the newest copy of its words (what a design whose
+                    // persistence domain includes the caches, eADR, keeps at a crash).
+                    let (lo, hi) = (r.addr + k * self.mtu, r.addr + k * self.mtu + payload);
+                    let mut w = lo & !7;
+                    while w < hi {
+                        let line = w & !(LINE_BYTES - 1);
+                        m.coherent.line_mut(line).set(word_index(w), WordVal { id: r.gid, data: 0 });
+                        if let Some(log) = &mut m.coherent_written {
+                            log.push(line);
+                        }
+                        w += 8;
+                    }
+                }
+                r.bytes_arrived += payload;
                 if k == 0 {
                     self.channels[r.channel as usize].queue.push_back(rid as u32);
                 }
