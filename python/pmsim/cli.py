@@ -302,6 +302,8 @@ def cmd_crash(a: argparse.Namespace) -> int:
                     print("  " + api.describe_violation(x))
             if f.get("recovery_error"):
                 print("  application recovery: " + f["recovery_error"])
+            if f.get("region_error"):
+                print("  remote regions: " + f["region_error"])
             print("  replay: " + f["replay"])
         print(
             "OK: every image consistent and durable"

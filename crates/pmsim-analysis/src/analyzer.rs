@@ -95,6 +95,7 @@ impl Analyzer {
     fn span(ev: &Event) -> (u64, u64) {
         let size = match ev.kind {
             Kind::Acquire | Kind::Release => 8,
+            Kind::RdmaPwrite => ev.data.max(1),
             _ => (ev.size as u64).max(1),
         };
         (ev.addr, ev.addr + size - 1)
@@ -106,11 +107,12 @@ impl Analyzer {
         match ev.kind {
             Kind::Load | Kind::Acquire => self.load(t, ev),
             Kind::Store | Kind::NtStore | Kind::Release | Kind::Rmw => self.store(t, ev),
-            Kind::Ofence | Kind::Dfence => {
-                if self.model != Model::Strict {
-                    let th = self.thread(t);
-                    th.ordered = th.ordered.merge(th.epoch);
-                }
+            Kind::Ofence | Kind::Dfence => self.barrier(t),
+            // A remote persistent write is one barrier region (DESIGN §3): its persists, then a
+            // barrier before the thread's next region.
+            Kind::RdmaPwrite => {
+                self.store(t, ev);
+                self.barrier(t);
             }
             Kind::Strand => {
                 if self.model == Model::Strand {
@@ -127,7 +129,20 @@ impl Analyzer {
                     self.counts.ops += 1;
                 }
             }
-            Kind::Compute | Kind::Clwb | Kind::ClflushOpt | Kind::Clflush | Kind::Sfence | Kind::Mfence => {}
+            Kind::Compute
+            | Kind::Clwb
+            | Kind::ClflushOpt
+            | Kind::Clflush
+            | Kind::Sfence
+            | Kind::Mfence
+            | Kind::RdmaWait => {}
+        }
+    }
+
+    fn barrier(&mut self, t: usize) {
+        if self.model != Model::Strict {
+            let th = self.thread(t);
+            th.ordered = th.ordered.merge(th.epoch);
         }
     }
 

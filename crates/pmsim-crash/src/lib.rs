@@ -9,7 +9,7 @@
 //! ([`pmsim_engine::crash::ImageTracker`]) and checked incrementally ([`pmsim_check::Incremental`]).
 //! A violation comes with one command line that replays exactly that crash.
 
-use pmsim_check::{Checker, Model, Verdict};
+use pmsim_check::{Checker, Model, RegionOrder, Verdict};
 use pmsim_engine::crash::{ImageTracker, WordChange};
 use pmsim_engine::{design, Config, Promise, Simulator};
 use pmsim_trace::{MemImage, Trace, VecSource};
@@ -51,6 +51,8 @@ pub struct Failure {
     pub at_ps: u64,
     pub verdict: Option<Verdict>,
     pub recovery_error: Option<String>,
+    /// Remote persistence (DESIGN.md §9): a client's regions not durable in posting order.
+    pub region_error: Option<String>,
     /// Replays exactly this crash.
     pub replay: String,
 }
@@ -108,6 +110,8 @@ pub fn run(req: &Request) -> Result<Report, String> {
     full.run().map_err(|e| e.to_string())?;
     let end = full.m.now;
     let record = full.m.record.take().unwrap_or_default();
+    let region_acks: std::collections::HashMap<u64, u64> = full.net.acked_regions().into_iter().collect();
+    let regions = RegionOrder::new(&req.trace);
     let model = req.model.unwrap_or_else(|| model_for(full.design.promise()));
     let checker = Checker::new(&req.trace, &record, model).map_err(|e| e.to_string())?;
     drop(full);
@@ -153,6 +157,11 @@ pub fn run(req: &Request) -> Result<Report, String> {
         tracker.update(sim, &mut changes);
         for c in &changes {
             match c.value {
+                // Words of remote regions are checked by the region rule, not by PMO's.
+                Some(v) if regions.is_region(v.id) => {
+                    inc.clear_word(c.word);
+                    img.set(c.word, v);
+                }
                 Some(v) => {
                     inc.set_word(c.word, v.id);
                     img.set(c.word, v);
@@ -165,15 +174,22 @@ pub fn run(req: &Request) -> Result<Report, String> {
         }
         rep.images += 1;
         let (cons, dur) = inc.status(t);
+        let region_error = if regions.is_empty() {
+            None
+        } else {
+            let acked = |gid: u64| region_acks.get(&gid).is_some_and(|&at| at <= t);
+            regions.check(&img, &acked).err()
+        };
         let mut failure: Option<Failure> = None;
-        if cons && dur {
+        if cons && dur && region_error.is_none() {
             rep.consistent += 1;
             rep.durable += 1;
         } else {
-            let v = inc.check(t);
-            rep.consistent += v.consistent as u64;
-            rep.durable += v.durable as u64;
-            failure = Some(Failure { at_ps: t, verdict: Some(v), recovery_error: None, replay: String::new() });
+            let v = if cons && dur { None } else { Some(inc.check(t)) };
+            let (vc, vd) = v.as_ref().map_or((true, true), |v| (v.consistent, v.durable));
+            rep.consistent += (vc && region_error.is_none()) as u64;
+            rep.durable += vd as u64;
+            failure = Some(Failure { at_ps: t, verdict: v, recovery_error: None, region_error, replay: String::new() });
         }
         if let Some(r) = req.recovery {
             let completed = done_times.partition_point(|&ct| ct <= t);
@@ -190,6 +206,7 @@ pub fn run(req: &Request) -> Result<Report, String> {
                     at_ps: t,
                     verdict: None,
                     recovery_error: None,
+                    region_error: None,
                     replay: String::new(),
                 });
                 f.recovery_error = Some(e);

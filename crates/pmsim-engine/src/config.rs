@@ -148,6 +148,18 @@ config! {
         poll_cycles: u64 = 500, "cycles", @int(1, 1_000_000_000), "global TS register polling period";
         access_cycles: u64 = 50, "cycles", @int(0, 1_000_000_000), "global TS register access latency";
     }
+    net: NetCfg {
+        strategy: String = "sync".into(), "name", @one_of(&["sync", "bsp", "broken-bsp-unordered"]), "remote persistence (rdma_pwrite, DESIGN §9): sync (each region waits for its persist ACK) | bsp (regions stream in order; the client waits only at rdma_wait)";
+        link_latency_ns: f64 = 1000.0, "ns", @LATENCY_NS, "one-way wire + switch latency per packet (a small RDMA write's round trip is ~2 x (this + 2 x nic_ns) = 3.2 us: 'a few us', ConnectX-class NICs)";
+        link_gbps: f64 = 40.0, "Gb/s", @above(0.0, 1e6), "link bandwidth of every NIC port, each direction (40-100 Gb/s RDMA links; 40 = QDR InfiniBand / 40 GbE)";
+        mtu_bytes: u64 = 4096, "bytes", @int(64, 1 << 20), "largest packet payload (InfiniBand / RoCE MTU); a region is sent as ceil(size / mtu) packets";
+        packet_overhead_bytes: u64 = 78, "bytes", @int(0, 4096), "headers per packet on the wire (RoCEv2: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4 + FCS 4); a persist ACK is one header-only packet";
+        nic_ns: f64 = 300.0, "ns", @LATENCY_NS, "NIC processing per message at each end (send: WQE fetch + payload DMA; receive: PCIe write into the LLC / ACK generation)";
+        post_ns: f64 = 100.0, "ns", @LATENCY_NS, "client CPU time to post one rdma_pwrite (work request + doorbell)";
+        send_queue: usize = 64, "regions", @int(1, 1 << 16), "client NIC send queue: rdma_pwrites in flight per client before posting blocks (bsp)";
+        channels: usize = 2, "entries", @int(1, 64), "server remote BROI queue entries, one per RDMA channel; client i uses channel i mod channels";
+        rpb_entries: usize = 8, "lines", @int(1, 1 << 16), "server remote persist buffer: lines per channel in flight from the LLC (DDIO) to the MCs";
+    }
     sim: SimCfg {
         seed: u64 = 1, "", @int(0, u64::MAX), "seed of every random choice in the engine (random replacement)";
         watchdog_ms: f64 = 1000.0, "ms", @above(0.0, 1e6), "simulated time without progress after which a stuck core is reported";

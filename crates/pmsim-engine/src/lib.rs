@@ -12,6 +12,7 @@ pub mod design;
 pub mod limits;
 pub mod machine;
 pub mod mem;
+pub mod net;
 pub mod sim;
 pub mod stats;
 

@@ -217,10 +217,13 @@ pub enum StallCause {
     WbbFull,
     /// Another core's persist buffer holds the line (BBB keeps one copy per line).
     PbConflict,
+    /// A remote-persistence client waiting for persist ACKs (`rdma_pwrite` under sync, a full
+    /// send queue, `rdma_wait`).
+    Rdma,
 }
 
 impl StallCause {
-    pub const ALL: [StallCause; 10] = [
+    pub const ALL: [StallCause; 11] = [
         StallCause::SbFull,
         StallCause::PbFull,
         StallCause::EtFull,
@@ -231,6 +234,7 @@ impl StallCause {
         StallCause::Atomic,
         StallCause::WbbFull,
         StallCause::PbConflict,
+        StallCause::Rdma,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -244,6 +248,7 @@ impl StallCause {
             StallCause::Atomic => "atomic",
             StallCause::WbbFull => "wbb_full",
             StallCause::PbConflict => "pb_conflict",
+            StallCause::Rdma => "rdma",
         }
     }
 }

@@ -55,6 +55,8 @@ pub struct Simulator {
     /// Number of trace threads (cores beyond it stay idle).
     pub threads: usize,
     pub labels: Vec<String>,
+    /// Remote persistence: client NICs, links and the server's NIC side (DESIGN.md §9).
+    pub net: crate::net::Net,
 }
 
 impl Simulator {
@@ -86,7 +88,8 @@ impl Simulator {
         let cursors =
             sources.into_iter().map(|src| Cursor { src, chunk: Chunk::default(), pos: 0, exhausted: false }).collect();
         let watchdog_ps = (cfg.sim.watchdog_ms * 1e9) as u64;
-        Ok(Simulator { m, design, cursors, ppi_milli, last_progress: 0, watchdog_ps, threads, labels })
+        let net = crate::net::Net::new(&cfg);
+        Ok(Simulator { m, design, cursors, ppi_milli, last_progress: 0, watchdog_ps, threads, labels, net })
     }
 
     /// Keeps a log of design actions (flushes, ACKs, undo/delay records, commits).
@@ -97,7 +100,7 @@ impl Simulator {
     /// Runs to the end: every thread retired and every persist completed.
     pub fn run(&mut self) -> Result<(), SimError> {
         self.run_until(u64::MAX)?;
-        if self.m.cores.iter().any(|c| !c.finished) || self.design.busy(&self.m) {
+        if self.m.cores.iter().any(|c| !c.finished) || self.design.busy(&self.m) || self.net.busy() {
             return Err(self.stuck());
         }
         Ok(())
@@ -144,6 +147,7 @@ impl Simulator {
             Ev::Core(c) => self.run_core(c as usize)?,
             Ev::Drain(c) => self.drain(c as usize),
             Ev::McDone(mc) => self.m.mc_complete(mc as usize),
+            Ev::Design(e) if crate::net::is_net(&e) => self.net.on_event(&mut self.m, e),
             Ev::Design(e) => self.design.on_event(&mut self.m, e),
         }
         if t.saturating_sub(self.last_progress) > self.watchdog_ps {
@@ -399,6 +403,7 @@ impl Simulator {
                 self.m.cores[c].op_start = now;
                 true
             }
+            Kind::RdmaPwrite | Kind::RdmaWait => self.net.execute(&mut self.m, c, ev),
             Kind::End => {
                 let core = &mut self.m.cores[c];
                 let lat = now.saturating_sub(core.op_start);

@@ -96,6 +96,8 @@ pub struct RunStats {
     pub artifact: BTreeMap<&'static str, f64>,
     /// Engine events processed (the simulator's own work, for events/s benchmarks).
     pub engine_events: u64,
+    /// Remote persistence over RDMA (all zero when the trace has no client threads).
+    pub net: crate::net::NetReport,
 }
 
 fn round3(x: f64) -> f64 {
@@ -237,6 +239,7 @@ impl RunStats {
             design_stats,
             artifact,
             engine_events: m.events_processed,
+            net: sim.net.report(),
         }
     }
 

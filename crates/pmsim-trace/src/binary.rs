@@ -21,6 +21,8 @@ use std::io::{Read, Seek, SeekFrom, Write};
 
 pub const MAGIC: &[u8; 8] = b"PMSIMTRB";
 /// Version 2: an acquire's `aux` counts the releasing events before it, not every sync event.
+/// Kinds 17 (`rdma_pwrite`) and 18 (`rdma_wait`) were added within version 2: additive, so every
+/// earlier version-2 file reads unchanged (see `docs/binary-trace.md`).
 pub const VERSION: u16 = 2;
 pub const FLAG_LZ4: u16 = 1;
 pub(crate) const TAG_END: u8 = 0;
@@ -202,7 +204,12 @@ impl<W: Write> EventSink for Writer<W> {
 pub(crate) fn encode_fields(raw: &mut Vec<u8>, ev: &Event) {
     match ev.kind {
         Kind::Compute | Kind::Begin | Kind::End => put_varint(raw, ev.addr),
-        Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => {}
+        Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand | Kind::RdmaWait => {}
+        Kind::RdmaPwrite => {
+            put_varint(raw, ev.addr);
+            put_varint(raw, ev.data);
+            put_varint(raw, ev.aux as u64);
+        }
         _ => {
             put_varint(raw, ev.addr);
             raw.push(ev.size);
@@ -400,7 +407,16 @@ pub(crate) fn decode_block(
             Kind::Compute | Kind::Begin | Kind::End => {
                 ev.addr = get_varint(payload, &mut pos).ok_or("truncated event")?
             }
-            Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => {}
+            Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand | Kind::RdmaWait => {}
+            Kind::RdmaPwrite => {
+                ev.addr = get_varint(payload, &mut pos).ok_or("truncated event")?;
+                ev.data = get_varint(payload, &mut pos).ok_or("truncated event")?;
+                let node = get_varint(payload, &mut pos).ok_or("truncated event")?;
+                ev.aux = u32::try_from(node).map_err(|_| format!("rdma_pwrite node {node} out of range"))?;
+                if kb & 0x80 != 0 {
+                    return Err("rdma_pwrite carries no value".into());
+                }
+            }
             _ => {
                 ev.addr = get_varint(payload, &mut pos).ok_or("truncated event")?;
                 ev.size = *payload.get(pos).ok_or("truncated event")?;
@@ -522,10 +538,17 @@ mod tests {
     use crate::TraceBuilder;
 
     fn sample() -> Trace {
-        let mut b = TraceBuilder::new(3);
+        let mut b = TraceBuilder::new(4);
         b.add_pm_range(0x1_0000_0000, 1 << 30);
         let l = b.label("op");
         for i in 0..5000u64 {
+            // Thread 3 is a remote-persistence client: regions of many lengths, and waits.
+            if i % 50 == 0 {
+                b.push(3, Event::rdma_pwrite(0, 0x1_0000_0000 + i * 4096, 1 + i * 37), None);
+                if i % 500 == 0 {
+                    b.push(3, Event::new(Kind::RdmaWait), None);
+                }
+            }
             let th = (i % 3) as usize;
             b.push(th, Event { addr: l as u64, ..Event::new(Kind::Begin) }, None);
             b.store_u64(th, Kind::Store, 0x1_0000_0000 + i * 8, 8, i * 7);

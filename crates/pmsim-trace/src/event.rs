@@ -8,6 +8,11 @@
 
 pub const WORD_BYTES: u64 = 8;
 pub const LINE_BYTES: u64 = 64;
+/// Largest `rdma_pwrite` region (1 MiB): one RDMA message, bounded so a region's lines fit the
+/// server's buffers in a bounded number of steps.
+pub const MAX_REGION_BYTES: u64 = 1 << 20;
+/// The node id of the server in remote-persistence traces: the machine the engine simulates.
+pub const SERVER_NODE: u32 = 0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
@@ -29,10 +34,12 @@ pub enum Kind {
     Strand = 14,
     Begin = 15,
     End = 16,
+    RdmaPwrite = 17,
+    RdmaWait = 18,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 17] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Compute,
         Kind::Load,
         Kind::Store,
@@ -50,6 +57,8 @@ impl Kind {
         Kind::Strand,
         Kind::Begin,
         Kind::End,
+        Kind::RdmaPwrite,
+        Kind::RdmaWait,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,6 +80,8 @@ impl Kind {
             Kind::Strand => "strand",
             Kind::Begin => "begin",
             Kind::End => "end",
+            Kind::RdmaPwrite => "rdma_pwrite",
+            Kind::RdmaWait => "rdma_wait",
         }
     }
 
@@ -117,6 +128,11 @@ impl Kind {
     pub fn is_barrier(self) -> bool {
         matches!(self, Kind::Ofence | Kind::Dfence)
     }
+
+    /// Remote persistence over RDMA (DESIGN.md §9): a client thread's `rdma_pwrite`/`rdma_wait`.
+    pub fn is_remote(self) -> bool {
+        matches!(self, Kind::RdmaPwrite | Kind::RdmaWait)
+    }
 }
 
 /// One trace event.
@@ -133,6 +149,9 @@ impl Kind {
 ///   global order; the engine performs it once all of them have, so every acquire still reads
 ///   the value the trace's order gives it.
 /// - `begin`/`end`: `addr` = label id (index into the trace's label table).
+/// - `rdma_pwrite`: `addr` = the region's first byte at the server, `data` = its length in bytes
+///   (1..=[`MAX_REGION_BYTES`]), `aux` = the server node; `size` is 0 (a region is not a
+///   line-sized access).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
     pub gid: u64,
@@ -151,6 +170,11 @@ impl Event {
 
     pub fn mem(kind: Kind, addr: u64, size: u8) -> Event {
         Event { addr, size, ..Event::new(kind) }
+    }
+
+    /// An `rdma_pwrite` of `len` bytes at `addr` on server `node`.
+    pub fn rdma_pwrite(node: u32, addr: u64, len: u64) -> Event {
+        Event { addr, data: len, aux: node, ..Event::new(Kind::RdmaPwrite) }
     }
 
     pub fn line(&self) -> u64 {

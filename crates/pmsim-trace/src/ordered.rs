@@ -45,6 +45,7 @@ impl GlobalOrderReader {
         let f = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
         let cursor = Cursor::open(&name, BufReader::with_capacity(256 * 1024, f))?;
         let threads = cursor.header.threads;
+        let pm = cursor.header.pm.clone();
         Ok(GlobalOrderReader {
             cursor,
             queues: (0..threads).map(|_| Queue::default()).collect(),
@@ -55,7 +56,11 @@ impl GlobalOrderReader {
             last_thread: 0,
             eof: false,
             delivered: 0,
-            validator: crate::validate::Validator::new(threads),
+            validator: {
+                let mut v = crate::validate::Validator::new(threads);
+                v.pm = pm;
+                v
+            },
         })
     }
 

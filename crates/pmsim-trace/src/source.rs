@@ -146,12 +146,14 @@ pub fn validate_binary(path: &std::path::Path) -> Result<(), TraceError> {
     let first = BinarySource::open(path, 0)?;
     let name = first.cursor.file.clone();
     let threads = first.header().threads;
+    let first_pm = first.header().pm.clone();
     let mut srcs = vec![first];
     for t in 1..threads {
         srcs.push(BinarySource::open(path, t)?);
     }
     let mut v = crate::validate::Validator::new(threads);
     v.labels = labels.len();
+    v.pm = first_pm;
     let mut chunks: Vec<Chunk> = (0..threads).map(|_| Chunk::default()).collect();
     let mut pos = vec![0usize; threads];
     let mut live = vec![true; threads];

@@ -25,6 +25,11 @@ pub struct TraceStats {
     /// Sum over epochs of the distinct 64 B lines each writes (lines per epoch = this / epochs).
     pub epoch_lines: u64,
     pub operations: u64,
+    /// `rdma_pwrite` regions (each one barrier region at the server) and their bytes.
+    pub remote_regions: u64,
+    pub remote_bytes: u64,
+    /// Threads that issue `rdma_pwrite`/`rdma_wait` (client nodes, DESIGN.md §9).
+    pub client_threads: u64,
 }
 
 impl TraceStats {
@@ -36,6 +41,7 @@ impl TraceStats {
         let mut chunk = Chunk::default();
         for (t, src) in sources.iter_mut().enumerate() {
             let mut epoch_lines: Vec<u64> = Vec::new();
+            let mut client = false;
             let close = |lines: &mut Vec<u64>, st: &mut TraceStats| {
                 if !lines.is_empty() {
                     st.epochs += 1;
@@ -72,9 +78,15 @@ impl TraceStats {
                     if ev.kind == Kind::End {
                         st.operations += 1;
                     }
+                    if ev.kind == Kind::RdmaPwrite {
+                        st.remote_regions += 1;
+                        st.remote_bytes += ev.data;
+                    }
+                    client |= ev.kind.is_remote();
                 }
             }
             close(&mut epoch_lines, &mut st);
+            st.client_threads += client as u64;
         }
         for k in Kind::ALL {
             st.events_by_kind.insert(k.name().to_string(), by_kind[k as usize]);

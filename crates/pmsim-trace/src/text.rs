@@ -13,6 +13,7 @@
 //! `begin`/`end` labels are single tokens.
 
 use crate::event::{Event, Kind};
+use crate::trace::PmRange;
 use crate::trace::{value_of, EventSink, Trace, TraceBuilder};
 use crate::validate::{access_error, Validator};
 use crate::TraceError;
@@ -76,6 +77,7 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
     let mut have_threads = false;
     let mut saw_header = false;
     let mut v = Validator::default();
+    let mut pm: Vec<PmRange> = Vec::new();
     for (idx, line) in r.lines().enumerate() {
         let lineno = idx + 1;
         let line = line.map_err(|e| TraceError::new(file, lineno, format!("cannot read: {e}")))?;
@@ -127,6 +129,7 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                     return Err(err("'pm' after the first event".into()));
                 }
                 sink.add_pm_range(base, size).map_err(|e| err(format!("cannot write: {e}")))?;
+                pm.push(PmRange { base, size });
             }
             t if t.starts_with('T') => {
                 if !have_threads {
@@ -136,6 +139,12 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                     t[1..].parse::<usize>().map_err(|_| err(format!("bad thread '{t}' (expected T0, T1, ...)")))?;
                 if thread >= sink.num_threads() {
                     return Err(err(format!("thread T{thread} but the trace has {} threads", sink.num_threads())));
+                }
+                if pm.is_empty() {
+                    pm.push(crate::DEFAULT_PM);
+                }
+                if v.pm.is_empty() {
+                    v.pm = pm.clone();
                 }
                 parse_event(sink, &mut v, thread, &toks[1..]).map_err(err)?;
             }
@@ -242,6 +251,19 @@ fn parse_event<S: EventSink>(b: &mut S, v: &mut Validator, thread: usize, toks: 
             v.labels = v.labels.max(id as usize + 1);
             push(b, v, thread, Event { addr: id as u64, ..Event::new(kind) }, None)?;
         }
+        Kind::RdmaPwrite => {
+            nargs(3, 3)?;
+            let node = parse_num(args[0])
+                .filter(|&n| n <= u32::MAX as u64)
+                .ok_or_else(|| format!("bad node '{}'", args[0]))?;
+            let a = addr_of(args[1])?;
+            let len = parse_num(args[2]).ok_or_else(|| format!("bad size '{}'", args[2]))?;
+            push(b, v, thread, Event::rdma_pwrite(node as u32, a, len), None)?;
+        }
+        Kind::RdmaWait => {
+            nargs(0, 0)?;
+            push(b, v, thread, Event::new(kind), None)?;
+        }
     }
     Ok(())
 }
@@ -270,7 +292,8 @@ pub fn format_event(ev: &Event, arena: &[u8], labels: &[String]) -> String {
             None => format!("{name} {:#x} {}", ev.addr, ev.size),
         },
         Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => format!("{name} {:#x}", ev.addr),
-        Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => name.to_string(),
+        Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand | Kind::RdmaWait => name.to_string(),
+        Kind::RdmaPwrite => format!("{name} {} {:#x} {}", ev.aux, ev.addr, ev.data),
         Kind::Begin | Kind::End => {
             let l = labels.get(ev.addr as usize).map(String::as_str).unwrap_or("?");
             format!("{name} {l}")
@@ -368,5 +391,34 @@ mod tests {
         assert!(e.contains("does not fit in 2 bytes"), "{e}");
         let e = err_of("# pmsim trace v1\nthreads 1\nT0 load zz 8\n");
         assert!(e.contains("bad address 'zz'"), "{e}");
+    }
+
+    const REMOTE: &str = "# pmsim trace v1\nthreads 2\npm 0x100000000 0x100000\nT0 store 0x100000000 8 1\nT1 begin tx\nT1 rdma_pwrite 0 0x100000100 300\nT1 rdma_pwrite 0 0x100001000 64\nT1 rdma_wait\nT1 end tx\n";
+
+    #[test]
+    fn remote_events_round_trip() {
+        let t = parse_str("x", REMOTE).unwrap();
+        let e = t.threads[1].events[1];
+        assert_eq!((e.kind, e.aux, e.addr, e.data), (Kind::RdmaPwrite, 0, 0x1_0000_0100, 300));
+        let mut out = Vec::new();
+        write(&mut out, &t).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("T1 rdma_pwrite 0 0x100000100 300\nT1 rdma_pwrite 0 0x100001000 64\nT1 rdma_wait"));
+        assert_eq!(parse_str("y", &text).unwrap(), t);
+    }
+
+    #[test]
+    fn remote_errors_name_the_line() {
+        let head = "# pmsim trace v1\nthreads 2\npm 0x100000000 0x100000\n";
+        let e = err_of(&format!("{head}T1 rdma_pwrite 3 0x100000000 64\n"));
+        assert!(e.starts_with("f.trace:4: ") && e.contains("node 3, which does not exist"), "{e}");
+        let e = err_of(&format!("{head}T1 rdma_pwrite 0 0x1000fffc0 128\n"));
+        assert!(e.starts_with("f.trace:4: ") && e.contains("not inside one of the server's PM ranges"), "{e}");
+        let e = err_of(&format!("{head}T1 rdma_pwrite 0 0x100000000 0\n"));
+        assert!(e.contains("size 0 is not in"), "{e}");
+        let e = err_of(&format!("{head}T1 rdma_wait\nT1 store 0x100000000 8\n"));
+        assert!(e.starts_with("f.trace:5: ") && e.contains("T1 mixes remote persistence"), "{e}");
+        let e = err_of(&format!("{head}T0 ofence\nT0 rdma_pwrite 0 0x100000000 8\n"));
+        assert!(e.starts_with("f.trace:5: ") && e.contains("local 'ofence' (line 4)"), "{e}");
     }
 }

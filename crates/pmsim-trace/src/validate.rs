@@ -8,8 +8,8 @@
 //! [`Validator::order`] checks them against what the [`Sequencer`] would assign. A trace that
 //! passes is exactly one the text format can express, so text ↔ binary round trips are exact.
 
-use crate::event::{Event, Kind, LINE_BYTES};
-use crate::trace::{Sequencer, Trace};
+use crate::event::{Event, Kind, LINE_BYTES, MAX_REGION_BYTES, SERVER_NODE};
+use crate::trace::{PmRange, Sequencer, Trace};
 use rustc_hash::FxHashMap;
 
 /// Why an access is not a valid one (size or line crossing), or `None`.
@@ -32,19 +32,85 @@ pub fn label_error(name: &str) -> Option<String> {
     }
 }
 
+/// Checks an `rdma_pwrite`'s target: the server node, and a region inside one of its PM ranges
+/// (`pm` empty means the default range).
+pub fn region_error(node: u64, addr: u64, len: u64, pm: &[PmRange]) -> Option<String> {
+    if node != SERVER_NODE as u64 {
+        return Some(format!(
+            "rdma_pwrite to node {node}, which does not exist: node {SERVER_NODE} is the server (the simulated \
+             machine) and client nodes hold no PM"
+        ));
+    }
+    if len == 0 || len > MAX_REGION_BYTES {
+        return Some(format!("rdma_pwrite size {len} is not in 1..={MAX_REGION_BYTES}"));
+    }
+    let Some(end) = addr.checked_add(len) else {
+        return Some(format!("rdma_pwrite region at {addr:#x} overflows"));
+    };
+    let default = [crate::DEFAULT_PM];
+    let pm = if pm.is_empty() { &default[..] } else { pm };
+    if !pm.iter().any(|r| addr >= r.base && end <= r.base + r.size) {
+        return Some(format!(
+            "rdma_pwrite region [{addr:#x}, {end:#x}) is not inside one of the server's PM ranges ({})",
+            pm.iter().map(|r| format!("[{:#x}, {:#x})", r.base, r.base + r.size)).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    None
+}
+
+/// Which side of remote persistence a thread is on, as far as its events so far tell: a thread
+/// that issues `rdma_pwrite`/`rdma_wait` is a client (its own client node, DESIGN.md §9); one
+/// that touches memory or fences runs on the server. No thread may be both.
+#[derive(Clone, Copy, Default)]
+struct ThreadRole {
+    client: bool,
+    /// The thread's first local memory or fence event.
+    local: Option<Kind>,
+}
+
+impl ThreadRole {
+    fn note(&mut self, thread: usize, kind: Kind) -> Result<(), String> {
+        if matches!(kind, Kind::Compute | Kind::Begin | Kind::End) {
+            return Ok(());
+        }
+        if kind.is_remote() {
+            self.client = true;
+        } else {
+            self.local.get_or_insert(kind);
+        }
+        match (self.client, self.local) {
+            (true, Some(k)) => Err(format!(
+                "T{thread} mixes remote persistence (rdma_pwrite/rdma_wait) with local '{}'; a client thread may \
+                 contain only compute, begin, end, rdma_pwrite and rdma_wait",
+                k.name()
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Checks events in global order; per-thread state (open operations) lives here.
 #[derive(Default)]
 pub struct Validator {
     /// Labels defined so far (ids `0..labels` are valid).
     pub labels: usize,
+    /// The trace's PM ranges (empty: the default range), for `rdma_pwrite` regions.
+    pub pm: Vec<PmRange>,
     /// Per thread: open `begin`s per label id.
     open: Vec<FxHashMap<u32, u32>>,
+    roles: Vec<ThreadRole>,
     seq: Sequencer,
 }
 
 impl Validator {
     pub fn new(threads: usize) -> Validator {
-        Validator { labels: 0, open: vec![FxHashMap::default(); threads], seq: Sequencer::default() }
+        Validator {
+            labels: 0,
+            pm: Vec::new(),
+            open: vec![FxHashMap::default(); threads],
+            roles: vec![ThreadRole::default(); threads],
+            seq: Sequencer::default(),
+        }
     }
 
     /// The rules on one event of `thread` (its gid and sync ordinal aside).
@@ -57,7 +123,10 @@ impl Validator {
                 Ok(())
             }
         };
-        if !ev.kind.is_sync() && ev.aux != 0 {
+        if let Some(role) = self.roles.get_mut(thread) {
+            role.note(thread, ev.kind)?;
+        }
+        if !ev.kind.is_sync() && ev.kind != Kind::RdmaPwrite && ev.aux != 0 {
             return Err(format!("'{name}' carries a sync ordinal ({})", ev.aux));
         }
         match ev.kind {
@@ -81,7 +150,16 @@ impl Validator {
                     return Err(format!("'{name}' has size {} (a flush names one address: size 1)", ev.size));
                 }
             }
-            Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand => {
+            Kind::RdmaPwrite => {
+                no_value("")?;
+                if ev.size != 0 {
+                    return Err(format!("'rdma_pwrite' carries an access size ({}); its length is separate", ev.size));
+                }
+                if let Some(e) = region_error(ev.aux as u64, ev.addr, ev.data, &self.pm) {
+                    return Err(e);
+                }
+            }
+            Kind::Sfence | Kind::Mfence | Kind::Ofence | Kind::Dfence | Kind::Strand | Kind::RdmaWait => {
                 no_value("")?;
                 if ev.addr != 0 || ev.size != 0 {
                     return Err(format!("'{name}' carries an address or size"));
@@ -141,6 +219,7 @@ impl Validator {
 pub fn check_trace(t: &Trace) -> Result<(), String> {
     let mut v = Validator::new(t.num_threads());
     v.labels = t.labels.len();
+    v.pm = t.pm.clone();
     for (th, i) in t.global_order() {
         let ev = &t.threads[th as usize].events[i as usize];
         v.order(ev).and_then(|_| v.event(th as usize, ev)).map_err(|m| format!("T{th} event {}: {m}", ev.gid))?;

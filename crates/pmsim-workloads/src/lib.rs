@@ -20,6 +20,7 @@ mod registry;
 pub mod atlas;
 pub mod index;
 pub mod micro;
+pub mod remote;
 pub mod whisper;
 
 pub use ctx::{line_pieces, Ctx, Gen, Heap, Interleaver, Rng, DRAM_BASE};
@@ -38,7 +39,9 @@ mod tests {
 
     #[test]
     fn every_workload_recovers_from_its_final_image() {
-        for w in list() {
+        // Remote-persistence clients (`rdma-*`) write only through rdma_pwrite; their server's
+        // images are checked by the region-order rule (pmsim-check, crash tests), not by recovery.
+        for w in list().into_iter().filter(|w| !w.name().starts_with("rdma-")) {
             let mut p = BTreeMap::new();
             p.insert("ops".to_string(), "200".to_string());
             let g = generate(w.name(), &p).unwrap();

@@ -33,6 +33,9 @@ pub fn describe(r: &Report) -> String {
         if let Some(e) = &f.recovery_error {
             s.push_str(&format!("\n  {e}"));
         }
+        if let Some(e) = &f.region_error {
+            s.push_str(&format!("\n  {e}"));
+        }
         s.push_str(&format!("\n  replay: {}", f.replay));
     }
     s

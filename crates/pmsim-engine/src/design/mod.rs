@@ -232,6 +232,7 @@ pub static BROKEN: &[DesignInfo] = &[
 
 /// Looks a design up by name (`allow_broken` admits the test-only variants).
 pub fn build(name: &str, cfg: &crate::config::Config, allow_broken: bool) -> Result<Box<dyn Design>, String> {
+    crate::net::check_allowed(cfg, allow_broken)?;
     let found = DESIGNS.iter().chain(if allow_broken { BROKEN } else { &[] }).find(|d| d.name == name);
     match found {
         Some(d) => Ok((d.build)(cfg)),

@@ -1,0 +1,133 @@
+//! Remote persistence over RDMA (DESIGN.md §9): the round trip is made of the configured parts,
+//! regions become durable at the server in posting order under both strategies, and the broken
+//! strategy does reorder them.
+
+use pmsim_engine::{simulator, Config, RunStats, Simulator};
+use pmsim_trace::text::parse_str;
+use std::sync::Arc;
+
+fn cfg(sets: &[(&str, &str)]) -> Config {
+    let mut c = Config::default();
+    for (k, v) in sets {
+        c.set(k, v).unwrap();
+    }
+    c
+}
+
+fn run(src: &str, c: &Config, broken: bool) -> Simulator {
+    let t = Arc::new(parse_str("t", src).unwrap());
+    let mut s = simulator(&t, c, "baseline", false, broken).unwrap();
+    s.enable_log();
+    s.run().unwrap();
+    s
+}
+
+/// Picoseconds to serialise `bytes` at `gbps`.
+fn ser(bytes: u64, gbps: f64) -> u64 {
+    (bytes as f64 * 8000.0 / gbps).ceil() as u64
+}
+
+#[test]
+fn one_sync_region_on_an_idle_system_costs_the_modelled_round_trip_plus_the_server_persist() {
+    let src = "# pmsim trace v1\nthreads 1\nT0 begin op\nT0 rdma_pwrite 0 0x100000000 256\nT0 end op\n";
+    for (lat, gbps, nic, post) in [(1000.0, 40.0, 300.0, 100.0), (2500.0, 100.0, 150.0, 0.0), (20.0, 10.0, 0.0, 50.0)] {
+        let c = cfg(&[
+            ("net.strategy", "sync"),
+            ("net.link_latency_ns", &lat.to_string()),
+            ("net.link_gbps", &gbps.to_string()),
+            ("net.nic_ns", &nic.to_string()),
+            ("net.post_ns", &post.to_string()),
+        ]);
+        let s = run(src, &c, false);
+        let st = RunStats::collect(&s);
+        let p = |x: f64| (x * 1000.0).round() as u64;
+        let overhead = c.net.packet_overhead_bytes;
+        // Client: post, NIC, one packet of 256 B + headers, wire. Server: NIC, DDIO write into the
+        // LLC, write-back of the 4 lines to the idle MCs, WPQ accept and the MC's signal (one hop).
+        let there = p(post) + p(nic) + ser(256 + overhead, gbps) + p(lat) + p(nic) + p(c.llc.latency_ns);
+        let persist = p(c.noc.writeback_ns) + p(c.noc.hop_ns);
+        // Back: NIC, a header-only ACK packet, wire, client NIC.
+        let back = p(nic) + ser(overhead, gbps) + p(lat) + p(nic);
+        let want = there + persist + back;
+        assert_eq!((st.op_latency_avg_ns * 1000.0).round() as u64, want, "lat {lat} gbps {gbps}");
+        assert_eq!(st.net.regions, 1);
+        assert_eq!(st.net.persist_acks, 1);
+        assert_eq!(st.net.packets, 1);
+        assert_eq!((st.net.server_persist_avg_ns * 1000.0).round() as u64, persist);
+        assert_eq!(st.stall_cycles["rdma"], (want - p(post)) / c.cycle_ps());
+    }
+}
+
+#[test]
+fn a_region_larger_than_the_mtu_is_sent_as_several_packets() {
+    let src = "# pmsim trace v1\nthreads 1\nT0 rdma_pwrite 0 0x100000000 10000\n";
+    let s = run(src, &cfg(&[]), false);
+    let st = RunStats::collect(&s);
+    assert_eq!(st.net.packets, 3);
+    assert_eq!(st.net.wire_bytes, 10000 + 4 * 78);
+    assert_eq!(st.net.rpb_lines_issued, 157);
+}
+
+/// Client regions in posting order: one client with many regions of mixed sizes, another client
+/// sharing the server.
+fn ordering_trace() -> String {
+    let mut s = String::from("# pmsim trace v1\nthreads 3\nT2 store 0x100800000 8 1\n");
+    for i in 0..12u64 {
+        let size = if i % 3 == 0 { 9000 } else { 64 + i * 8 };
+        s.push_str(&format!("T0 rdma_pwrite 0 {:#x} {size}\n", 0x1_0000_0000u64 + i * 0x10000));
+        s.push_str(&format!("T1 rdma_pwrite 0 {:#x} 128\n", 0x1_0040_0000u64 + i * 0x1000));
+        s.push_str(&format!("T2 store {:#x} 8 2\nT2 ofence\n", 0x1_0080_0000u64 + i * 64));
+    }
+    s.push_str("T0 rdma_wait\nT1 rdma_wait\n");
+    s
+}
+
+fn persisted(s: &Simulator, client: u16) -> Vec<u64> {
+    let log = s.m.log.as_ref().unwrap();
+    log.iter().filter(|n| n.what == "rdma_persist" && n.core == client).map(|n| n.line).collect()
+}
+
+#[test]
+fn regions_persist_in_posting_order_under_both_strategies_and_bsp_is_faster() {
+    let src = ordering_trace();
+    let mut times = Vec::new();
+    for strategy in ["sync", "bsp"] {
+        for channels in ["1", "2"] {
+            let s = run(&src, &cfg(&[("net.strategy", strategy), ("net.channels", channels)]), false);
+            let c0 = persisted(&s, 0);
+            let want: Vec<u64> = (0..12).map(|i| 0x1_0000_0000 + i * 0x10000).collect();
+            assert_eq!(c0, want, "{strategy} channels {channels}");
+            let c1 = persisted(&s, 1);
+            let want: Vec<u64> = (0..12).map(|i| 0x1_0040_0000 + i * 0x1000).collect();
+            assert_eq!(c1, want, "{strategy} channels {channels}");
+            times.push((strategy, RunStats::collect(&s).sim_time_ps));
+        }
+    }
+    assert!(times[2].1 < times[0].1 && times[3].1 < times[1].1, "{times:?}");
+}
+
+#[test]
+fn the_broken_strategy_persists_regions_out_of_order() {
+    let src = ordering_trace();
+    let c = cfg(&[("net.strategy", "broken-bsp-unordered"), ("net.rpb_entries", "2")]);
+    let s = run(&src, &c, true);
+    let c0 = persisted(&s, 0);
+    let mut sorted = c0.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted.len(), 12);
+    assert_ne!(c0, sorted, "the broken variant should reorder regions");
+    // And it is refused without the test-only switch.
+    let t = Arc::new(parse_str("t", &src).unwrap());
+    let e = simulator(&t, &c, "baseline", false, false).err().unwrap().to_string();
+    assert!(e.contains("broken variant"), "{e}");
+}
+
+#[test]
+fn bad_net_parameters_are_named() {
+    let e = Config::default().set("net.link_gbps", "0").unwrap_err().to_string();
+    assert!(e.contains("net.link_gbps") && e.contains("must be > 0"), "{e}");
+    let e = Config::default().set("net.strategy", "async").unwrap_err().to_string();
+    assert!(e.contains("unknown strategy 'async'"), "{e}");
+    let e = Config::default().set("net.channels", "0").unwrap_err().to_string();
+    assert!(e.contains("net.channels"), "{e}");
+}
