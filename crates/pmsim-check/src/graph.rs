@@ -195,6 +195,24 @@ impl Graph {
                     if model == Model::Strict {
                         new_epoch(&mut epoch, &mut epoch_start[t], thread_nodes[t].len());
                     }
+                } else if model == Model::X86 && matches!(e.kind, Kind::Sfence | Kind::Mfence) {
+                    // A fence point of the x86 rule (never a store; its time is set there).
+                    let id = nodes.len() as NodeId;
+                    nodes.push(Node {
+                        gid: e.gid,
+                        thread: t as u16,
+                        prog: i as u32,
+                        pos: 0,
+                        epoch,
+                        kind: e.kind,
+                        time: u64::MAX,
+                        is_store: false,
+                        acq: false,
+                        rel: false,
+                        pm: false,
+                    });
+                    gid_node.insert(e.gid, id);
+                    thread_nodes[t].push(id);
                 } else if e.kind.is_barrier() {
                     new_epoch(&mut epoch, &mut epoch_start[t], thread_nodes[t].len());
                     if e.kind == Kind::Dfence {
@@ -400,6 +418,10 @@ impl Graph {
                     }
                 }
             }
+        }
+
+        if model == Model::X86 {
+            crate::x86::add_edges(trace, record, &mut nodes, &gid_node, &mut edges);
         }
 
         // 5. RP: sync, release-rule and acquire-rule edges.

@@ -28,6 +28,7 @@ pub mod litmus;
 mod model;
 mod req;
 mod verdict;
+mod x86;
 
 pub use error::CheckError;
 pub use incremental::Incremental;
