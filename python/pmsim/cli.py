@@ -65,8 +65,9 @@ def cmd_run(a: argparse.Namespace) -> int:
             f"workload parameter(s) {', '.join(sorted(params))} do not apply to a trace run "
             "(machine parameters go in --set)"
         )
-    from pmsim import _core
+    from pmsim import _core, tracer
 
+    tracer.check_complete(a.trace, a.allow_incomplete)
     out = _core.run(
         a.design,
         trace=a.trace,
@@ -108,7 +109,10 @@ def cmd_compare(a: argparse.Namespace) -> int:
     params = _kv(a.param, "parameter")
     params.update(_kv(a.set, "--set"))
     designs = a.designs.split(",") if a.designs else [d for d, _ in api.designs()]
-    df = run_jobs(jobs_for(designs, [a.workload], **params), workers=a.jobs, progress=not a.quiet)
+    if a.trace:
+        df = _compare_trace(a, designs)
+    else:
+        df = run_jobs(jobs_for(designs, [a.workload], **params), workers=a.jobs, progress=not a.quiet)
     base = df[df.design == "baseline"]["sim_time_ns"]
     if len(base):
         df["speedup_vs_baseline"] = (base.iloc[0] / df["sim_time_ns"]).round(3)
@@ -131,6 +135,22 @@ def cmd_compare(a: argparse.Namespace) -> int:
     if a.output:
         write_atomic(a.output, df.to_csv(index=False))
     return 0
+
+
+def _compare_trace(a: argparse.Namespace, designs: list[str]):
+    """`pmsim compare --trace FILE`: the trace under each design, one after another."""
+    import pandas as pd
+
+    from pmsim import tracer
+
+    if a.param:
+        raise PmsimError("-p: workload parameters do not apply to --trace (machine parameters go in --set)")
+    tracer.check_complete(a.trace, a.allow_incomplete)
+    rows = []
+    for d in designs:
+        stats = api.run(d, trace=a.trace, **_kv(a.set, "--set"))
+        rows.append({"design": d, "trace": a.trace, **api.flatten(stats)})
+    return pd.DataFrame(rows)
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
@@ -185,6 +205,10 @@ def cmd_trace(a: argparse.Namespace) -> int:
         if a.file and (a.workload or params):
             raise PmsimError("give a trace file or --workload (with -p parameters), not both")
         s = api.trace_stats(a.file) if a.file else api.trace_stats(workload=a.workload, **params)
+        if a.file:
+            from pmsim import _core
+
+            s["meta"] = _core.trace_meta(a.file)
         if a.json:
             print(json.dumps(s, indent=2))
         else:
@@ -197,6 +221,16 @@ def cmd_trace(a: argparse.Namespace) -> int:
             print(f"epochs {s['epochs']} ({single:.1f}% write a single line)")
             print("events by kind: " + ", ".join(f"{k} {v}" for k, v in s["events_by_kind"].items() if v))
             print("events by thread: " + ", ".join(f"T{i} {v}" for i, v in enumerate(s["events_by_thread"])))
+            print(f"PM footprint {s['pm_footprint_bytes']} bytes")
+            for k, v in s.get("meta", []):
+                print(f"{k}: {v}")
+    elif a.trace_cmd == "record":
+        from pmsim import tracer
+
+        argv = list(a.program)
+        if argv and argv[0] == "--":
+            argv = argv[1:]
+        return tracer.record(a.pm, a.volatile, a.output, argv)
     elif a.trace_cmd == "gen":
         n = api.trace_generate(a.workload, a.output, compress=not a.no_compress, **_kv(a.param, "parameter"))
         print(f"wrote {a.output}: {n} events")
@@ -254,6 +288,9 @@ def cmd_crash(a: argparse.Namespace) -> int:
     params = _kv(a.param, "parameter")
     if a.trace and params:
         raise PmsimError(f"-p {', '.join(sorted(params))}: workload parameters do not apply to --trace")
+    from pmsim import tracer
+
+    tracer.check_complete(a.trace, a.allow_incomplete)
     at = [api.parse_instant(x) for x in a.at] if a.at else None
     out = _core.crash(
         a.design,
@@ -334,10 +371,13 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", help="write stats JSON here")
     r.add_argument("--json", action="store_true", help="print the stats JSON")
     r.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
+    r.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
     r.set_defaults(fn=cmd_run)
 
-    c = sub.add_parser("compare", help="one workload under every design, as a table")
+    c = sub.add_parser("compare", help="one workload (or a trace) under every design, as a table")
     c.add_argument("--workload", default="array")
+    c.add_argument("--trace", help="a trace file instead of a workload")
+    c.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
     c.add_argument("-p", "--param", action="append", metavar="NAME=VALUE")
     c.add_argument("--set", action="append", metavar="NAME=VALUE")
     c.add_argument("--designs", help="comma-separated (default: all)")
@@ -374,6 +414,13 @@ def parser() -> argparse.ArgumentParser:
     ts.add_argument("--workload")
     ts.add_argument("-p", "--param", action="append", metavar="NAME=VALUE")
     ts.add_argument("--json", action="store_true")
+    tr = tsub.add_parser("record", help="run a program built with 'pmsim trace cc' and record its trace")
+    tr.add_argument("--pm", default="heap", help="heap | dax:DIR | pmdk | range:ADDR:SIZE (default heap)")
+    tr.add_argument("--volatile", choices=["keep", "drop"], default="keep", help="trace non-PM accesses?")
+    tr.add_argument("-o", "--output", required=True, help=".trace for text, else binary")
+    tr.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS")
+    tsub.add_parser("cc", help="C compiler wrapper (clang + tracer): pmsim trace cc [gcc flags]")
+    tsub.add_parser("c++", help="C++ compiler wrapper (clang++ + tracer)")
     tg = tsub.add_parser("gen", help="write a workload's trace to a file")
     tg.add_argument("--workload", required=True)
     tg.add_argument("-p", "--param", action="append", metavar="NAME=VALUE")
@@ -410,12 +457,15 @@ def parser() -> argparse.ArgumentParser:
     mode.add_argument("--every", action="store_true", help="every instant the persistent state changes")
     cr.add_argument("--seed", type=int, default=1, help="seed of --random (default 1)")
     cr.add_argument(
-        "--model", choices=["ep", "rp", "strict"], help="check against this model (default: the design's)"
+        "--model",
+        choices=["ep", "rp", "strict", "x86"],
+        help="check against this model (default: the design's; x86 for traces of clwb/sfence programs)",
     )
     cr.add_argument("--no-recovery", action="store_true", help="skip the workload's own recovery check")
     cr.add_argument("--max-failures", type=int, default=10, help="stop after this many failing images")
     cr.add_argument("--json", action="store_true", help="print the report as JSON")
     cr.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
+    cr.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
     cr.set_defaults(fn=cmd_crash)
 
     pf = sub.add_parser("profile", help="persist profile of the workloads (stores, epochs, dependencies)")
@@ -445,6 +495,15 @@ def _fail(msg: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["trace"] and argv[1:2] in (["cc"], ["c++"]):
+        # Compiler wrappers take gcc-style flags verbatim (not argparse's).
+        from pmsim import tracer
+
+        try:
+            return tracer.cmd_compile(argv[1], argv[2:])
+        except PmsimError as e:
+            return _fail(str(e))
     args = parser().parse_args(argv)
     try:
         return args.fn(args)

@@ -25,6 +25,8 @@ pub struct TraceStats {
     /// Sum over epochs of the distinct 64 B lines each writes (lines per epoch = this / epochs).
     pub epoch_lines: u64,
     pub operations: u64,
+    /// Distinct 64 B PM lines the trace loads or stores, times 64 (its PM footprint).
+    pub pm_footprint_bytes: u64,
 }
 
 impl TraceStats {
@@ -34,6 +36,7 @@ impl TraceStats {
             TraceStats { threads: sources.len(), events_by_thread: vec![0; sources.len()], ..Default::default() };
         let mut by_kind = [0u64; Kind::ALL.len()];
         let mut chunk = Chunk::default();
+        let mut pm_lines: rustc_hash::FxHashSet<u64> = Default::default();
         for (t, src) in sources.iter_mut().enumerate() {
             let mut epoch_lines: Vec<u64> = Vec::new();
             let close = |lines: &mut Vec<u64>, st: &mut TraceStats| {
@@ -53,6 +56,9 @@ impl TraceStats {
                     st.events += 1;
                     st.events_by_thread[t] += 1;
                     by_kind[ev.kind as usize] += 1;
+                    if (ev.kind.writes() || ev.kind.reads()) && is_pm(pm, ev.addr) {
+                        pm_lines.insert(ev.addr / LINE_BYTES);
+                    }
                     if ev.kind.writes() {
                         if is_pm(pm, ev.addr) {
                             st.pm_stores += 1;
@@ -76,6 +82,7 @@ impl TraceStats {
             }
             close(&mut epoch_lines, &mut st);
         }
+        st.pm_footprint_bytes = pm_lines.len() as u64 * LINE_BYTES;
         for k in Kind::ALL {
             st.events_by_kind.insert(k.name().to_string(), by_kind[k as usize]);
         }

@@ -633,10 +633,8 @@ void *valloc(size_t n) { return memalign(4096, n); }
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
   void *r = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-  if ((long)r < 0 && (long)r > -4096) {
-    errno = -(int)(long)r;
+  if (r == MAP_FAILED) /* syscall() has set errno */
     return MAP_FAILED;
-  }
   if (g_on && g_mode == PM_DAX && fd >= 0) {
     char link[64], path[4096];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
