@@ -148,6 +148,7 @@ impl Graph {
         let mut nodes: Vec<Node> = Vec::new();
         let mut gid_node: FxHashMap<u64, NodeId> = FxHashMap::default();
         let mut acq_half: FxHashMap<u64, NodeId> = FxHashMap::default();
+        let mut x86_points: FxHashMap<u64, NodeId> = FxHashMap::default();
         let mut thread_nodes = vec![Vec::new(); threads];
         let mut epoch_start: Vec<Vec<u32>> = vec![vec![0]; threads];
         let mut dfence_boundary: FxHashMap<u64, (u16, u32, usize)> = FxHashMap::default();
@@ -192,6 +193,20 @@ impl Graph {
                     nodes.push(Node { acq, ..base });
                     gid_node.insert(e.gid, id);
                     thread_nodes[t].push(id);
+                    if model == Model::X86 && matches!(e.kind, Kind::Rmw | Kind::Release) {
+                        // x86: the fence point of a locked instruction, apart from its own store
+                        // (which no flush covers, so later stores must not require it).
+                        let p = nodes.len() as NodeId;
+                        nodes.push(Node {
+                            is_store: false,
+                            pm: false,
+                            acq: false,
+                            rel: false,
+                            ..nodes[id as usize].clone()
+                        });
+                        x86_points.insert(e.gid, p);
+                        thread_nodes[t].push(p);
+                    }
                     if model == Model::Strict {
                         new_epoch(&mut epoch, &mut epoch_start[t], thread_nodes[t].len());
                     }
@@ -421,7 +436,7 @@ impl Graph {
         }
 
         if model == Model::X86 {
-            crate::x86::add_edges(trace, record, &mut nodes, &gid_node, &mut edges);
+            crate::x86::add_edges(trace, record, &mut nodes, &gid_node, &x86_points, &mut edges);
         }
 
         // 5. RP: sync, release-rule and acquire-rule edges.

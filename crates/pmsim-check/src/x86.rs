@@ -36,8 +36,17 @@ pub(crate) fn add_edges(
     record: &RunRecord,
     nodes: &mut [Node],
     gid_node: &FxHashMap<u64, NodeId>,
+    points: &FxHashMap<u64, NodeId>,
     edges: &mut Vec<(NodeId, NodeId, EdgeRule)>,
 ) {
+    // The fence point of a locked rmw / release performs with it.
+    for (gid, &p) in points {
+        nodes[p as usize].time = nodes[gid_node[gid] as usize].time;
+    }
+    // The node that carries an event's order to later events of its thread: its fence point for
+    // rmw and release, the node itself for acquire and sfence/mfence.
+    let carrier = |gid: u64| points.get(&gid).or_else(|| gid_node.get(&gid)).copied();
+
     // Line order over performed cached stores.
     let mut line_stores: FxHashMap<u64, Vec<NodeId>> = FxHashMap::default();
     for (t, s) in trace.threads.iter().enumerate() {
@@ -62,17 +71,19 @@ pub(crate) fn add_edges(
 
     // Sync: each acquire/rmw follows the latest release/rmw on its address performed before it.
     let mut last_rel: FxHashMap<u64, NodeId> = FxHashMap::default();
-    for s in &record.syncs {
-        let Some(&n) = gid_node.get(&s.gid) else { continue };
-        if nodes[n as usize].acq {
-            if let Some(&r) = last_rel.get(&s.addr) {
-                if r != n {
-                    edges.push((r, n, EdgeRule::Sync));
+    for sy in &record.syncs {
+        let Some(&n) = gid_node.get(&sy.gid) else { continue };
+        let Some(c) = carrier(sy.gid) else { continue };
+        let kind = nodes[n as usize].kind;
+        if matches!(kind, Kind::Acquire | Kind::Rmw) {
+            if let Some(&r) = last_rel.get(&sy.addr) {
+                if r != c {
+                    edges.push((r, c, EdgeRule::Sync));
                 }
             }
         }
-        if nodes[n as usize].rel {
-            last_rel.insert(s.addr, n);
+        if matches!(kind, Kind::Release | Kind::Rmw) {
+            last_rel.insert(sy.addr, c);
         }
     }
 
@@ -100,9 +111,13 @@ pub(crate) fn add_edges(
             let kind = nodes[n as usize].kind;
             let is_point = matches!(kind, Kind::Sfence | Kind::Mfence | Kind::Rmw | Kind::Release | Kind::Acquire);
             let is_fence = matches!(kind, Kind::Sfence | Kind::Mfence | Kind::Rmw | Kind::Release);
+            let c = carrier(e.gid).unwrap_or(n);
             if let Some(p) = point {
-                if p != n && (nodes[n as usize].is_store || is_point) {
+                if nodes[n as usize].is_store && p != n {
                     edges.push((p, n, EdgeRule::Fence));
+                }
+                if is_point && p != c {
+                    edges.push((p, c, EdgeRule::Fence));
                 }
             }
             if is_fence {
@@ -117,14 +132,14 @@ pub(crate) fn add_edges(
                         }
                     });
                     if let Some(&m) = covered {
-                        if m != n {
-                            edges.push((m, n, EdgeRule::Flush));
+                        if m != c {
+                            edges.push((m, c, EdgeRule::Flush));
                         }
                     }
                 }
                 for &m in &nt {
-                    if m != n {
-                        edges.push((m, n, EdgeRule::Flush));
+                    if m != c {
+                        edges.push((m, c, EdgeRule::Flush));
                     }
                 }
                 flushed.clear();
@@ -134,7 +149,7 @@ pub(crate) fn add_edges(
                 nt.push(n);
             }
             if is_point {
-                point = Some(n);
+                point = Some(c);
             }
             let time = nodes[n as usize].time;
             if time != u64::MAX {

@@ -107,3 +107,16 @@ fn model_is_named_x86() {
     assert_eq!(Model::from_name("x86"), Some(Model::X86));
     assert_eq!(Model::X86.name(), "x86");
 }
+
+#[test]
+fn a_locked_rmw_orders_flushed_stores_but_not_its_own_unflushed_store() {
+    // T0's rmw on a PM word (never flushed) and a later store to another line: the later store
+    // may persist alone; the rmw fences only what was flushed before it.
+    let t = trace("threads 1\nT0 rmw 0x100000000 8 1\nT0 store 0x100000080 8\n");
+    assert!(check(&t, &[(G, 1)]).consistent);
+    let u = trace(
+        "threads 1\nT0 store 0x1000000c0 8\nT0 clwb 0x1000000c0\nT0 rmw 0x100000000 8 1\nT0 store 0x100000080 8\n",
+    );
+    assert!(!check(&u, &[(G, 3)]).consistent);
+    assert!(check(&u, &[(H, 0), (G, 3)]).consistent);
+}
