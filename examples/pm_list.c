@@ -9,15 +9,21 @@
  * Usage: pm_list [NODES_PER_THREAD]   (default 100). Per thread and node it executes:
  *   3 PM stores (node key, value, next), 1 CLWB (old spelling), 1 sfence (intrinsic),
  *   lock, 1 PM store (head), 1 clflush (asm), 1 sfence (asm), unlock, 1 atomic fetch_add.
- * main adds 2 PM stores, 1 CLFLUSHOPT (old spelling), 1 mfence (intrinsic) before the threads.
+ * main first fills a persistent arena (ARENA_LINES stores, one per line), writes it back newest
+ * line first (ARENA_LINES CLWBs, intrinsic) and fences (1 sfence, intrinsic), then initialises
+ * the root (3 PM stores, 1 CLFLUSHOPT in the old spelling, 1 mfence, intrinsic) before the
+ * threads. The arena is twice the simulated L1, so its oldest lines are written back from L2
+ * while the root's line is in L1: a design whose sfence does not wait lets the root overtake
+ * them, which the x86 crash check must see.
  */
-#include <emmintrin.h>
+#include <immintrin.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define THREADS 2
+#define ARENA_LINES 1024
 
 struct node {
   uint64_t key, value;
@@ -27,6 +33,7 @@ struct node {
 struct root {
   struct node *head;
   uint64_t count;
+  uint64_t (*arena)[8];
 } __attribute__((aligned(64)));
 
 static struct root *root;
@@ -63,8 +70,16 @@ int main(int argc, char **argv) {
     per_thread = atol(argv[1]);
   root = aligned_alloc(64, sizeof *root);
   volatile struct root *vr = root;
-  vr->head = NULL;
   vr->count = 0;
+  uint64_t(*arena)[8] = aligned_alloc(64, ARENA_LINES * 64);
+  for (long i = 0; i < ARENA_LINES; i++)
+    *(volatile uint64_t *)arena[i] = (uint64_t)i;
+  (void)vr->count; /* the root's line is hot again; the arena's oldest lines are not */
+  for (long i = ARENA_LINES - 1; i >= 0; i--)
+    _mm_clwb(arena[i]);
+  _mm_sfence();
+  vr->head = NULL;
+  vr->arena = arena;
   clflushopt(root);
   _mm_mfence();
   pthread_t t[THREADS];

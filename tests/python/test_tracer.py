@@ -44,7 +44,7 @@ def built(tmp_path_factory) -> Path:
     assert r.returncode == 0, r.stdout + r.stderr
     native = d / "native"
     native.mkdir()
-    for prog, extra in (("pm_list", ["-pthread"]), ("pmem_log", ["-lpmem"])):
+    for prog, extra in (("pm_list", ["-mclwb", "-pthread"]), ("pmem_log", ["-lpmem"])):
         subprocess.run(["gcc", "-O2", "-o", str(native / prog), str(d / f"{prog}.c"), *extra], check=True)
     return d
 
@@ -62,16 +62,20 @@ def _record(
 
 
 # pm_list: per thread and node 4 PM stores, 1 clwb, 2 sfences, 1 clflush, 1 mutex lock/unlock,
-# 1 rmw; main: 2 stores, 1 clflushopt, 1 mfence; 2 threads; create and join each add one
-# release/acquire pair per thread.
+# 1 rmw; main: an arena of 1024 lines (1 store and 1 clwb each, then 1 sfence), the root (3
+# stores, 1 clflushopt, 1 mfence); 2 threads; create and join each add one release/acquire pair
+# per thread.
+ARENA_LINES = 1024
+
+
 def pm_list_expected(n: int) -> dict:
     t = 2
     return {
-        "store": 2 + 4 * t * n,
-        "clwb": t * n,
+        "store": ARENA_LINES + 3 + 4 * t * n,
+        "clwb": ARENA_LINES + t * n,
         "clflush": t * n,
         "clflushopt": 1,
-        "sfence": 2 * t * n,
+        "sfence": 1 + 2 * t * n,
         "mfence": 1,
         "rmw": t * n,
         "acquire": t * n + 2 * t,
@@ -110,7 +114,8 @@ def test_pm_list_counts_and_output(built):
     for k, v in pm_list_expected(n).items():
         assert kinds[k] == v, (k, kinds[k], v)
     assert s["threads"] == 3
-    assert s["pm_footprint_bytes"] >= 64 * (2 * n + 1)  # every node and the root on own lines
+    # every node, the root and the arena on lines of their own
+    assert s["pm_footprint_bytes"] == 64 * (2 * n + 1 + ARENA_LINES)
     meta = dict(s["meta"])
     assert meta["pm"] == "heap" and meta["program"] == "./pm_list" and meta["args"] == str(n)
     assert "incomplete" not in meta
@@ -256,8 +261,13 @@ def test_compiler_wrapper_passes_flags_and_errors_through(built, tmp_path):
     r = pmsim_cli("trace", "cc", "-c", bad, "-o", tmp_path / "bad.o")
     assert r.returncode != 0 and "undeclared" in r.stderr
     ok = tmp_path / "ok.cpp"
-    ok.write_text("#include <vector>\nint main() { std::vector<int> v(10, 1); return v[3] - 1; }\n")
+    ok.write_text(
+        "#include <cstdio>\n#include <vector>\nstd::vector<long> *volatile keep;\n"
+        "int main(int argc, char **) { std::vector<long> v(1000); keep = &v;\n"
+        "  for (long i = 0; i < 1000; i++) v[i] = i * argc;\n"
+        '  long s = 0; for (long x : *keep) s += x; std::printf("%ld\\n", s); }\n'
+    )
     pmsim_cli("trace", "c++", "-O2", "-std=c++17", "-DX=1", "-o", tmp_path / "okcpp", ok, check=True)
     r = pmsim_cli("trace", "record", "-o", tmp_path / "cpp.bin", "--", tmp_path / "okcpp")
-    assert r.returncode == 0, r.stderr
-    assert _stats(tmp_path / "cpp.bin")["events_by_kind"]["store"] >= 10  # the vector's elements
+    assert r.returncode == 0 and r.stdout == "499500\n", r.stderr
+    assert _stats(tmp_path / "cpp.bin")["pm_store_bytes"] >= 8000  # the vector's elements (heap = PM)

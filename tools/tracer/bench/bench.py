@@ -46,8 +46,9 @@ def main() -> int:
         d = Path(d)
         for name, src, args in progs:
             native, traced = d / f"{name}.native", d / f"{name}.traced"
-            subprocess.run(["clang", "-O2", "-pthread", "-o", native, src], check=True)
-            subprocess.run([*PMSIM, "trace", "cc", "-O2", "-pthread", "-o", traced, src], check=True)
+            flags = ["-O2", "-mclwb", "-pthread"]
+            subprocess.run(["clang", *flags, "-o", native, src], check=True)
+            subprocess.run([*PMSIM, "trace", "cc", *flags, "-o", traced, src], check=True)
             tn = best([str(native), *args], a.repeat)
             outs = [("binary", d / f"{name}.bin")] + ([("text", d / f"{name}.trace")] if a.text else [])
             for fmt, out in outs:
