@@ -64,8 +64,9 @@ def cmd_run(a: argparse.Namespace) -> int:
             f"workload parameter(s) {', '.join(sorted(params))} do not apply to a trace run "
             "(machine parameters go in --set)"
         )
-    from pmsim import _core
+    from pmsim import _core, tracer
 
+    tracer.check_complete(a.trace, a.allow_incomplete)
     out = _core.run(
         a.design,
         trace=a.trace,
@@ -107,7 +108,10 @@ def cmd_compare(a: argparse.Namespace) -> int:
     params = _kv(a.param, "parameter")
     params.update(_kv(a.set, "--set"))
     designs = a.designs.split(",") if a.designs else [d for d, _ in api.designs()]
-    df = run_jobs(jobs_for(designs, [a.workload], **params), workers=a.jobs, progress=not a.quiet)
+    if a.trace:
+        df = _compare_trace(a, designs)
+    else:
+        df = run_jobs(jobs_for(designs, [a.workload], **params), workers=a.jobs, progress=not a.quiet)
     base = df[df.design == "baseline"]["sim_time_ns"]
     if len(base):
         df["speedup_vs_baseline"] = (base.iloc[0] / df["sim_time_ns"]).round(3)
@@ -130,6 +134,22 @@ def cmd_compare(a: argparse.Namespace) -> int:
     if a.output:
         write_atomic(a.output, df.to_csv(index=False))
     return 0
+
+
+def _compare_trace(a: argparse.Namespace, designs: list[str]):
+    """`pmsim compare --trace FILE`: the trace under each design, one after another."""
+    import pandas as pd
+
+    from pmsim import tracer
+
+    if a.param:
+        raise PmsimError("-p: workload parameters do not apply to --trace (machine parameters go in --set)")
+    tracer.check_complete(a.trace, a.allow_incomplete)
+    rows = []
+    for d in designs:
+        stats = api.run(d, trace=a.trace, **_kv(a.set, "--set"))
+        rows.append({"design": d, "trace": a.trace, **api.flatten(stats)})
+    return pd.DataFrame(rows)
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
@@ -186,6 +206,10 @@ def cmd_trace(a: argparse.Namespace) -> int:
         if a.file and (a.workload or params):
             raise PmsimError("give a trace file or --workload (with -p parameters), not both")
         s = api.trace_stats(a.file) if a.file else api.trace_stats(workload=a.workload, **params)
+        if a.file:
+            from pmsim import _core
+
+            s["meta"] = _core.trace_meta(a.file)
         if a.json:
             print(json.dumps(s, indent=2))
         else:
@@ -198,6 +222,16 @@ def cmd_trace(a: argparse.Namespace) -> int:
             print(f"epochs {s['epochs']} ({single:.1f}% write a single line)")
             print("events by kind: " + ", ".join(f"{k} {v}" for k, v in s["events_by_kind"].items() if v))
             print("events by thread: " + ", ".join(f"T{i} {v}" for i, v in enumerate(s["events_by_thread"])))
+            print(f"PM footprint {s['pm_footprint_bytes']} bytes")
+            for k, v in s.get("meta", []):
+                print(f"{k}: {v}")
+    elif a.trace_cmd == "record":
+        from pmsim import tracer
+
+        argv = list(a.program)
+        if argv and argv[0] == "--":
+            argv = argv[1:]
+        return tracer.record(a.pm, a.volatile, a.output, argv)
     elif a.trace_cmd == "gen":
         n = api.trace_generate(a.workload, a.output, compress=not a.no_compress, **_kv(a.param, "parameter"))
         print(f"wrote {a.output}: {n} events")
@@ -262,6 +296,9 @@ def cmd_crash(a: argparse.Namespace) -> int:
     params = _kv(a.param, "parameter")
     if a.trace and params:
         raise PmsimError(f"-p {', '.join(sorted(params))}: workload parameters do not apply to --trace")
+    from pmsim import tracer
+
+    tracer.check_complete(a.trace, a.allow_incomplete)
     at = [api.parse_instant(x) for x in a.at] if a.at else None
     out = _core.crash(
         a.design,
@@ -416,12 +453,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", metavar="FILE", help="write the stats JSON here (folders are created)")
     r.add_argument("--json", action="store_true", help="print the stats JSON instead of a summary")
     r.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
+    r.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
     r.set_defaults(fn=cmd_run)
 
-    c = _sub(sub, "compare", "one workload under every design, as a table")
+    c = _sub(sub, "compare", "one workload (or a trace) under every design, as a table")
     c.add_argument(
         "--workload", default="array", metavar="NAME", help="built-in workload ('pmsim workloads')"
     )
+    c.add_argument("--trace", metavar="FILE", help="a trace file instead of a workload")
+    c.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
     c.add_argument(
         "-p", "--param", action="append", metavar="NAME=VALUE", help="workload or machine parameter"
     )
@@ -486,6 +526,17 @@ def parser() -> argparse.ArgumentParser:
     ts.add_argument("--workload", metavar="NAME", help="a built-in workload's trace instead of a file")
     ts.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="workload parameter")
     ts.add_argument("--json", action="store_true", help="print JSON")
+    tr = _sub(tsub, "record", "run a program built with 'pmsim trace cc' and record its trace")
+    tr.add_argument(
+        "--pm", default="heap", metavar="SPEC", help="what is PM: heap | dax:DIR | pmdk | range:ADDR:SIZE"
+    )
+    tr.add_argument(
+        "--volatile", choices=["keep", "drop"], default="keep", help="keep or drop non-PM accesses"
+    )
+    tr.add_argument("-o", "--output", required=True, metavar="FILE", help=".trace for text, else binary")
+    tr.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS")
+    _sub(tsub, "cc", "C compiler wrapper (clang + tracer): pmsim trace cc [gcc flags]")
+    _sub(tsub, "c++", "C++ compiler wrapper (clang++ + tracer): pmsim trace c++ [gcc flags]")
     tg = _sub(tsub, "gen", "write a workload's trace to a file")
     tg.add_argument("--workload", required=True, metavar="NAME", help="built-in workload ('pmsim workloads')")
     tg.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="workload parameter")
@@ -534,7 +585,9 @@ def parser() -> argparse.ArgumentParser:
     mode.add_argument("--every", action="store_true", help="every instant the persistent state changes")
     cr.add_argument("--seed", type=_int_at_least(0, U64_MAX), default=1, help="seed of --random")
     cr.add_argument(
-        "--model", choices=["ep", "rp", "strict"], help="check against this model (default: the design's)"
+        "--model",
+        choices=["ep", "rp", "strict", "x86"],
+        help="check against this model (default: the design's; x86 for traces of clwb/sfence programs)",
     )
     cr.add_argument("--no-recovery", action="store_true", help="skip the workload's own recovery check")
     cr.add_argument(
@@ -542,6 +595,7 @@ def parser() -> argparse.ArgumentParser:
     )
     cr.add_argument("--json", action="store_true", help="print the report as JSON")
     cr.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
+    cr.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
     cr.set_defaults(fn=cmd_crash)
 
     pf = _sub(sub, "profile", "persist profile of the workloads (stores, epochs, dependencies)")

@@ -148,6 +148,7 @@ impl Graph {
         let mut nodes: Vec<Node> = Vec::new();
         let mut gid_node: FxHashMap<u64, NodeId> = FxHashMap::default();
         let mut acq_half: FxHashMap<u64, NodeId> = FxHashMap::default();
+        let mut x86_points: FxHashMap<u64, NodeId> = FxHashMap::default();
         let mut thread_nodes = vec![Vec::new(); threads];
         let mut epoch_start: Vec<Vec<u32>> = vec![vec![0]; threads];
         let mut dfence_boundary: FxHashMap<u64, (u16, u32, usize)> = FxHashMap::default();
@@ -192,9 +193,41 @@ impl Graph {
                     nodes.push(Node { acq, ..base });
                     gid_node.insert(e.gid, id);
                     thread_nodes[t].push(id);
+                    if model == Model::X86 && matches!(e.kind, Kind::Rmw | Kind::Release) {
+                        // x86: the fence point of a locked instruction, apart from its own store
+                        // (which no flush covers, so later stores must not require it).
+                        let p = nodes.len() as NodeId;
+                        nodes.push(Node {
+                            is_store: false,
+                            pm: false,
+                            acq: false,
+                            rel: false,
+                            ..nodes[id as usize].clone()
+                        });
+                        x86_points.insert(e.gid, p);
+                        thread_nodes[t].push(p);
+                    }
                     if model == Model::Strict {
                         new_epoch(&mut epoch, &mut epoch_start[t], thread_nodes[t].len());
                     }
+                } else if model == Model::X86 && matches!(e.kind, Kind::Sfence | Kind::Mfence) {
+                    // A fence point of the x86 rule (never a store; its time is set there).
+                    let id = nodes.len() as NodeId;
+                    nodes.push(Node {
+                        gid: e.gid,
+                        thread: t as u16,
+                        prog: i as u32,
+                        pos: 0,
+                        epoch,
+                        kind: e.kind,
+                        time: u64::MAX,
+                        is_store: false,
+                        acq: false,
+                        rel: false,
+                        pm: false,
+                    });
+                    gid_node.insert(e.gid, id);
+                    thread_nodes[t].push(id);
                 } else if e.kind.is_barrier() {
                     new_epoch(&mut epoch, &mut epoch_start[t], thread_nodes[t].len());
                     if e.kind == Kind::Dfence {
@@ -400,6 +433,10 @@ impl Graph {
                     }
                 }
             }
+        }
+
+        if model == Model::X86 {
+            crate::x86::add_edges(trace, record, &mut nodes, &gid_node, &x86_points, &mut edges);
         }
 
         // 5. RP: sync, release-rule and acquire-rule edges.

@@ -29,6 +29,7 @@ mod model;
 pub mod remote;
 mod req;
 mod verdict;
+mod x86;
 
 pub use error::CheckError;
 pub use incremental::Incremental;

@@ -23,6 +23,13 @@ pub enum EdgeRule {
     Release,
     /// An acquire and a store after it in the same epoch (RP).
     Acquire,
+    /// x86: the latest store to a line that a thread flushed, and that thread's next fence
+    /// (sfence, mfence, locked rmw, release).
+    Flush,
+    /// x86: a fence, acquire or locked rmw and its thread's later stores and fences.
+    Fence,
+    /// x86: stores to one cache line in performed order (whole-line write-back).
+    Line,
 }
 
 impl EdgeRule {
@@ -35,6 +42,9 @@ impl EdgeRule {
             EdgeRule::ProgramOrder => "program-order",
             EdgeRule::Release => "release",
             EdgeRule::Acquire => "acquire",
+            EdgeRule::Flush => "flush",
+            EdgeRule::Fence => "fence-order",
+            EdgeRule::Line => "same-line",
         }
     }
 }

@@ -103,6 +103,12 @@ fn trace_stats(
     serde_json::to_string(&s).map_err(|e| err(e.to_string()))
 }
 
+/// A trace's metadata (`key=value` provenance and status, e.g. `incomplete`), in file order.
+#[pyfunction]
+fn trace_meta(path: String) -> PyResult<Vec<(String, String)>> {
+    pmsim_trace::meta::read_meta(std::path::Path::new(&path)).map_err(|e| err(e.to_string()))
+}
+
 /// Writes a workload's trace to `dst` (binary if it ends in .bin or .pmtb); returns the event count.
 #[pyfunction]
 #[pyo3(signature = (workload, params, dst, compress=true))]
@@ -181,6 +187,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(trace_generate, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_meta, m)?)?;
     m.add_function(wrap_pyfunction!(crash, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     Ok(())

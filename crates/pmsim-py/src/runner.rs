@@ -218,7 +218,8 @@ pub fn crash(
     }
     let model = match &spec.model {
         Some(m) => Some(
-            pmsim_check::Model::from_name(m).ok_or_else(|| format!("unknown model '{m}' (valid: ep, rp, strict)"))?,
+            pmsim_check::Model::from_name(m)
+                .ok_or_else(|| format!("unknown model '{m}' (valid: ep, rp, strict, x86)"))?,
         ),
         None => None,
     };

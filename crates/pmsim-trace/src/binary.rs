@@ -28,6 +28,8 @@ pub const FLAG_LZ4: u16 = 1;
 pub(crate) const TAG_END: u8 = 0;
 pub(crate) const TAG_BLOCK: u8 = 1;
 pub(crate) const TAG_LABEL: u8 = 2;
+/// Provenance and status text (`key=value` lines), e.g. from the tracer; see [`crate::meta`].
+pub(crate) const TAG_META: u8 = 3;
 /// Raw payload bytes per block before it is emitted.
 const BLOCK_BYTES: usize = 64 * 1024;
 
@@ -301,13 +303,15 @@ pub(crate) struct Cursor<R: Read + Seek> {
     pub r: R,
     pub header: Header,
     pub offset: u64,
+    /// META records passed so far (their text), in file order.
+    pub meta: Vec<String>,
 }
 
 impl<R: Read + Seek> Cursor<R> {
     pub fn open(file: &str, mut r: R) -> Result<Cursor<R>, TraceError> {
         let header = read_header(file, &mut r)?;
         let offset = header.records_at;
-        Ok(Cursor { file: file.to_string(), r, header, offset })
+        Ok(Cursor { file: file.to_string(), r, header, offset, meta: Vec::new() })
     }
 
     fn bad(&self, m: &str) -> TraceError {
@@ -350,6 +354,16 @@ impl<R: Read + Seek> Cursor<R> {
                     self.offset += len as u64;
                     let name = String::from_utf8(name).map_err(|_| self.bad("label is not UTF-8"))?;
                     return Ok(Some(Record::Label { id, name }));
+                }
+                TAG_META => {
+                    let len = self.read_u32()? as usize;
+                    if len > 1 << 20 {
+                        return Err(self.bad("META record longer than 1 MiB"));
+                    }
+                    let mut text = vec![0u8; len];
+                    self.r.read_exact(&mut text).map_err(|_| self.bad("truncated META record"))?;
+                    self.offset += len as u64;
+                    self.meta.push(String::from_utf8(text).map_err(|_| self.bad("META record is not UTF-8"))?);
                 }
                 TAG_BLOCK => {
                     let thread = self.read_u32()? as usize;

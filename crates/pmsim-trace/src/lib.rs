@@ -15,6 +15,7 @@ pub mod binary;
 mod error;
 mod event;
 mod image;
+pub mod meta;
 mod ordered;
 mod record;
 mod source;

@@ -30,6 +30,8 @@ pub struct TraceStats {
     pub remote_bytes: u64,
     /// Threads that issue `rdma_pwrite`/`rdma_wait` (client nodes, DESIGN.md §9).
     pub client_threads: u64,
+    /// Distinct 64 B PM lines the trace loads or stores, times 64 (its PM footprint).
+    pub pm_footprint_bytes: u64,
 }
 
 impl TraceStats {
@@ -39,6 +41,7 @@ impl TraceStats {
             TraceStats { threads: sources.len(), events_by_thread: vec![0; sources.len()], ..Default::default() };
         let mut by_kind = [0u64; Kind::ALL.len()];
         let mut chunk = Chunk::default();
+        let mut pm_lines: rustc_hash::FxHashSet<u64> = Default::default();
         for (t, src) in sources.iter_mut().enumerate() {
             let mut epoch_lines: Vec<u64> = Vec::new();
             let mut client = false;
@@ -59,6 +62,9 @@ impl TraceStats {
                     st.events += 1;
                     st.events_by_thread[t] += 1;
                     by_kind[ev.kind as usize] += 1;
+                    if (ev.kind.writes() || ev.kind.reads()) && is_pm(pm, ev.addr) {
+                        pm_lines.insert(ev.addr / LINE_BYTES);
+                    }
                     if ev.kind.writes() {
                         if is_pm(pm, ev.addr) {
                             st.pm_stores += 1;
@@ -88,6 +94,7 @@ impl TraceStats {
             close(&mut epoch_lines, &mut st);
             st.client_threads += client as u64;
         }
+        st.pm_footprint_bytes = pm_lines.len() as u64 * LINE_BYTES;
         for k in Kind::ALL {
             st.events_by_kind.insert(k.name().to_string(), by_kind[k as usize]);
         }

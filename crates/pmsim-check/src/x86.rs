@@ -1,0 +1,160 @@
+//! The x86 persistency model (Px86, DESIGN.md §5) as persist-order edges.
+//!
+//! Why it exists: traces of legacy programs (the tracer's output) order persists with
+//! `clwb`/`clflushopt`/`clflush` and `sfence`/`mfence`/locked rmw, not with `ofence`/`dfence`;
+//! the checker must judge their crash images by what x86 guarantees, and the `baseline` design,
+//! running them unmapped, must satisfy it.
+//!
+//! The rule, as edges of the persist-order graph (the closure makes them transitive):
+//! - **Flush**: a store S is guaranteed persistent once a flush of S's line by any thread T,
+//!   issued after S became visible, is followed by T's next fence F (`sfence`, `mfence`, a
+//!   locked `rmw`, or a `release`, which is a locked instruction on x86). "Visible before the
+//!   flush": S is T's own store earlier in program order, or another thread's store earlier in
+//!   the global order that had performed by the time of T's last performed access before the
+//!   flush (a lower bound of the flush's own time, so the rule never requires more than x86
+//!   does). Edge: the latest such store of the line → F (earlier ones follow by **Line**).
+//!   Non-temporal stores are covered by their thread's next fence directly.
+//! - **Fence**: F, and every acquire and rmw, precede the later stores and fence points of
+//!   their thread (a chain through the thread's points), and a release precedes the acquire or
+//!   rmw that synchronises with it (**Sync**), so "a store performed after that fence, in that
+//!   thread or in one synchronised with it" requires the flushed store.
+//! - **Line**: cached stores to one 64 B line persist in their performed order.
+//! Nothing else is ordered: program order alone orders no persists, and loads order nothing.
+//!
+//! `sfence`/`mfence` become nodes of their own (never stores, so never required durable); their
+//! time is that of their thread's latest performed node before them, which a fence cannot
+//! complete before.
+
+use crate::graph::{Node, NodeId};
+use crate::verdict::EdgeRule;
+use pmsim_trace::{Kind, RunRecord, Trace, LINE_BYTES};
+use rustc_hash::FxHashMap;
+
+/// Adds the x86 edges to `edges` and sets the perform times of the fence nodes.
+pub(crate) fn add_edges(
+    trace: &Trace,
+    record: &RunRecord,
+    nodes: &mut [Node],
+    gid_node: &FxHashMap<u64, NodeId>,
+    points: &FxHashMap<u64, NodeId>,
+    edges: &mut Vec<(NodeId, NodeId, EdgeRule)>,
+) {
+    // The fence point of a locked rmw / release performs with it.
+    for (gid, &p) in points {
+        nodes[p as usize].time = nodes[gid_node[gid] as usize].time;
+    }
+    // The node that carries an event's order to later events of its thread: its fence point for
+    // rmw and release, the node itself for acquire and sfence/mfence.
+    let carrier = |gid: u64| points.get(&gid).or_else(|| gid_node.get(&gid)).copied();
+
+    // Line order over performed cached stores.
+    let mut line_stores: FxHashMap<u64, Vec<NodeId>> = FxHashMap::default();
+    for (t, s) in trace.threads.iter().enumerate() {
+        let _ = t;
+        for e in &s.events {
+            if !e.kind.writes() || e.kind == Kind::NtStore {
+                continue;
+            }
+            if let Some(&n) = gid_node.get(&e.gid) {
+                if nodes[n as usize].time != u64::MAX && nodes[n as usize].is_store {
+                    line_stores.entry(e.addr / LINE_BYTES).or_default().push(n);
+                }
+            }
+        }
+    }
+    for list in line_stores.values_mut() {
+        list.sort_unstable_by_key(|&n| (nodes[n as usize].time, nodes[n as usize].gid));
+        for w in list.windows(2) {
+            edges.push((w[0], w[1], EdgeRule::Line));
+        }
+    }
+
+    // Sync: each acquire/rmw follows the latest release/rmw on its address performed before it.
+    let mut last_rel: FxHashMap<u64, NodeId> = FxHashMap::default();
+    for sy in &record.syncs {
+        let Some(&n) = gid_node.get(&sy.gid) else { continue };
+        let Some(c) = carrier(sy.gid) else { continue };
+        let kind = nodes[n as usize].kind;
+        if matches!(kind, Kind::Acquire | Kind::Rmw) {
+            if let Some(&r) = last_rel.get(&sy.addr) {
+                if r != c {
+                    edges.push((r, c, EdgeRule::Sync));
+                }
+            }
+        }
+        if matches!(kind, Kind::Release | Kind::Rmw) {
+            last_rel.insert(sy.addr, c);
+        }
+    }
+
+    // Per thread: flushes, fences and the chain of points.
+    for (t, s) in trace.threads.iter().enumerate() {
+        let mut point: Option<NodeId> = None;
+        let mut now = 0u64; // latest perform time of this thread's nodes so far
+        let mut flushed: Vec<(u64, u32, u64, u64)> = Vec::new(); // line, prog, gid, now
+        let mut nt: Vec<NodeId> = Vec::new();
+        for (i, e) in s.events.iter().enumerate() {
+            match e.kind {
+                Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
+                    if trace.is_pm(e.addr) {
+                        flushed.push((e.addr / LINE_BYTES, i as u32, e.gid, now));
+                    }
+                    continue;
+                }
+                Kind::Sfence | Kind::Mfence => {
+                    let Some(&n) = gid_node.get(&e.gid) else { continue };
+                    nodes[n as usize].time = now;
+                }
+                _ => {}
+            }
+            let Some(&n) = gid_node.get(&e.gid) else { continue };
+            let kind = nodes[n as usize].kind;
+            let is_point = matches!(kind, Kind::Sfence | Kind::Mfence | Kind::Rmw | Kind::Release | Kind::Acquire);
+            let is_fence = matches!(kind, Kind::Sfence | Kind::Mfence | Kind::Rmw | Kind::Release);
+            let c = carrier(e.gid).unwrap_or(n);
+            if let Some(p) = point {
+                if nodes[n as usize].is_store && p != n {
+                    edges.push((p, n, EdgeRule::Fence));
+                }
+                if is_point && p != c {
+                    edges.push((p, c, EdgeRule::Fence));
+                }
+            }
+            if is_fence {
+                for &(line, prog, fgid, ftime) in &flushed {
+                    let Some(list) = line_stores.get(&line) else { continue };
+                    let covered = list.iter().rev().find(|&&m| {
+                        let mn = &nodes[m as usize];
+                        if mn.thread as usize == t {
+                            mn.prog < prog
+                        } else {
+                            mn.gid < fgid && mn.time <= ftime
+                        }
+                    });
+                    if let Some(&m) = covered {
+                        if m != c {
+                            edges.push((m, c, EdgeRule::Flush));
+                        }
+                    }
+                }
+                for &m in &nt {
+                    if m != c {
+                        edges.push((m, c, EdgeRule::Flush));
+                    }
+                }
+                flushed.clear();
+                nt.clear();
+            }
+            if kind == Kind::NtStore {
+                nt.push(n);
+            }
+            if is_point {
+                point = Some(c);
+            }
+            let time = nodes[n as usize].time;
+            if time != u64::MAX {
+                now = now.max(time);
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The x86 persistency model (Px86) on hand-written traces: each rule with an image it allows
+//! and one it forbids.
+
+use pmsim_check::litmus::{event_time, global_order_record};
+use pmsim_check::{Checker, EdgeRule, Model, Verdict};
+use pmsim_trace::{MemImage, Trace, WordVal};
+
+const A: u64 = 0x1_0000_0000; // line 0
+const B: u64 = 0x1_0000_0008; // line 0, another word
+const G: u64 = 0x1_0000_0080; // line 2
+const H: u64 = 0x1_0000_00c0; // line 3
+
+fn trace(body: &str) -> Trace {
+    pmsim_trace::text::parse_str("t", &format!("# pmsim trace v1\n{body}")).unwrap()
+}
+
+fn check(t: &Trace, words: &[(u64, u64)]) -> Verdict {
+    let mut m = MemImage::new();
+    for &(w, id) in words {
+        m.set(w, WordVal { id, data: 0 });
+    }
+    Checker::new(t, &global_order_record(t), Model::X86).unwrap().check(&m, event_time(t.num_events() as u64))
+}
+
+#[test]
+fn flushed_and_fenced_store_precedes_later_stores() {
+    let t = trace("threads 1\nT0 store 0x100000000 8\nT0 clwb 0x100000000\nT0 sfence\nT0 store 0x100000080 8\n");
+    assert!(check(&t, &[(A, 0), (G, 3)]).consistent);
+    assert!(check(&t, &[(A, 0)]).consistent);
+    let v = check(&t, &[(G, 3)]);
+    assert!(!v.consistent);
+    let rules: Vec<_> = v.violations[0].path.iter().map(|s| s.edge).collect();
+    assert_eq!(rules, vec![Some(EdgeRule::Flush), Some(EdgeRule::Fence), None]);
+}
+
+#[test]
+fn a_fence_without_a_flush_orders_nothing() {
+    for body in [
+        "T0 store 0x100000000 8\nT0 sfence\nT0 store 0x100000080 8\n",
+        // flushed but never fenced
+        "T0 store 0x100000000 8\nT0 clwb 0x100000000\nT0 store 0x100000080 8\n",
+        // a flush of another line
+        "T0 store 0x100000000 8\nT0 clwb 0x1000000c0\nT0 sfence\nT0 store 0x100000080 8\n",
+        // the flush came before the store
+        "T0 clwb 0x100000000\nT0 store 0x100000000 8\nT0 sfence\nT0 store 0x100000080 8\n",
+    ] {
+        let t = trace(&format!("threads 1\n{body}"));
+        let last = t.num_events() as u64 - 1;
+        assert!(check(&t, &[(G, last)]).consistent, "{body}");
+    }
+}
+
+#[test]
+fn mfence_rmw_and_release_are_fences_too() {
+    for fence in ["mfence", "rmw 0x2000 8", "release 0x2000"] {
+        let t = trace(&format!(
+            "threads 1\nT0 store 0x100000000 8\nT0 clflushopt 0x100000000\nT0 {fence}\nT0 store 0x100000080 8\n"
+        ));
+        assert!(!check(&t, &[(G, 3)]).consistent, "{fence}");
+        assert!(check(&t, &[(A, 0), (G, 3)]).consistent, "{fence}");
+    }
+}
+
+#[test]
+fn stores_to_one_line_persist_in_order() {
+    let t = trace("threads 1\nT0 store 0x100000000 8\nT0 store 0x100000008 8\nT0 store 0x100000080 8\n");
+    assert!(check(&t, &[(A, 0), (B, 1)]).consistent);
+    assert!(check(&t, &[(A, 0)]).consistent);
+    assert!(!check(&t, &[(B, 1)]).consistent); // B's line was written back without A
+    assert!(check(&t, &[(G, 2)]).consistent); // other lines: unordered
+}
+
+#[test]
+fn another_thread_flushing_after_synchronising_makes_the_store_persistent() {
+    // T0 writes A and releases L; T1 acquires L, flushes A's line, fences, writes H.
+    let t = trace(
+        "threads 2\nT0 store 0x100000000 8\nT0 release 0x2000\nT1 acquire 0x2000\n\
+         T1 clwb 0x100000000\nT1 sfence\nT1 store 0x1000000c0 8\n",
+    );
+    assert!(check(&t, &[(A, 0), (H, 5)]).consistent);
+    assert!(!check(&t, &[(H, 5)]).consistent);
+}
+
+#[test]
+fn a_later_store_of_the_flushing_thread_in_a_synchronised_thread_requires_it() {
+    // T0 flushes and fences A, then releases L; T1 acquires L and writes G.
+    let t = trace(
+        "threads 2\nT0 store 0x100000000 8\nT0 clwb 0x100000000\nT0 sfence\nT0 release 0x2000\n\
+         T1 acquire 0x2000\nT1 store 0x100000080 8\n",
+    );
+    assert!(!check(&t, &[(G, 5)]).consistent);
+    assert!(check(&t, &[(A, 0), (G, 5)]).consistent);
+    // without the synchronisation T1's store is unordered
+    let u = trace("threads 2\nT0 store 0x100000000 8\nT0 clwb 0x100000000\nT0 sfence\nT1 store 0x100000080 8\n");
+    assert!(check(&u, &[(G, 3)]).consistent);
+}
+
+#[test]
+fn ntstore_is_persistent_at_the_next_fence() {
+    let t = trace("threads 1\nT0 ntstore 0x100000000 8\nT0 sfence\nT0 store 0x100000080 8\n");
+    assert!(!check(&t, &[(G, 2)]).consistent);
+    assert!(check(&t, &[(A, 0), (G, 2)]).consistent);
+}
+
+#[test]
+fn model_is_named_x86() {
+    assert_eq!(Model::from_name("x86"), Some(Model::X86));
+    assert_eq!(Model::X86.name(), "x86");
+}
+
+#[test]
+fn a_locked_rmw_orders_flushed_stores_but_not_its_own_unflushed_store() {
+    // T0's rmw on a PM word (never flushed) and a later store to another line: the later store
+    // may persist alone; the rmw fences only what was flushed before it.
+    let t = trace("threads 1\nT0 rmw 0x100000000 8 1\nT0 store 0x100000080 8\n");
+    assert!(check(&t, &[(G, 1)]).consistent);
+    let u = trace(
+        "threads 1\nT0 store 0x1000000c0 8\nT0 clwb 0x1000000c0\nT0 rmw 0x100000000 8 1\nT0 store 0x100000080 8\n",
+    );
+    assert!(!check(&u, &[(G, 3)]).consistent);
+    assert!(check(&u, &[(H, 0), (G, 3)]).consistent);
+}

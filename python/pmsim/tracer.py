@@ -1,0 +1,303 @@
+"""Tracing real C/C++ programs: ``pmsim trace cc`` / ``c++`` / ``record``.
+
+Why it exists: researchers want to simulate *their* persistent-memory code. The tracer
+(``tools/tracer/``: an LLVM pass plugin for clang and a C runtime) instruments a program at
+compile time; this module builds it on first use (cached per source hash and clang version),
+wraps clang with gcc-style flags so ``CC="pmsim trace cc" make`` works, and runs an
+instrumented program to record a pmsim trace with its provenance.
+
+Guarantees: the compiler wrappers exec clang (its exit status and messages are the compiler's);
+``record`` passes the program's stdout/stderr through, writes the trace atomically (a crash of
+the program leaves a trace marked ``incomplete``, never a half-written file without END), and
+every bad input is a ``PmsimError`` (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shlex
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+from pmsim import PmsimError
+
+# Debian 12 packages that provide what the tracer needs (scripts/setup-tracer.sh installs them).
+PACKAGES = {"clang": "clang", "llvm-config": "llvm-dev"}
+SETUP_HINT = "run scripts/setup-tracer.sh (or: apt-get install clang llvm-dev)"
+
+
+def source_dir() -> Path:
+    """The tracer's sources: $PMSIM_TRACER_SRC, or tools/tracer of the checkout pmsim runs from."""
+    env = os.environ.get("PMSIM_TRACER_SRC")
+    cands = [Path(env)] if env else []
+    cands.append(Path(__file__).resolve().parents[2] / "tools" / "tracer")
+    for c in cands:
+        if (c / "pass" / "PmTracePass.cpp").is_file() and (c / "runtime" / "pmtrace_rt.c").is_file():
+            return c
+    raise PmsimError(
+        "tracer sources not found (tools/tracer); install pmsim from a source checkout "
+        "(pip install -e .) or set PMSIM_TRACER_SRC"
+    )
+
+
+def _tool(name: str) -> str:
+    for cand in (name, f"{name}-14", f"{name}-15", f"{name}-16"):
+        p = shutil.which(cand)
+        if p:
+            return p
+    return ""
+
+
+def check_toolchain() -> tuple[str, str, str]:
+    """(clang, clang++, llvm-config), or a PmsimError naming the missing Debian packages."""
+    clang, clangxx, llvm_config = _tool("clang"), _tool("clang++"), _tool("llvm-config")
+    missing = []
+    if not clang or not clangxx:
+        missing.append(PACKAGES["clang"])
+    if (
+        not llvm_config
+        or not Path(_run_out([llvm_config, "--includedir"]) or "/nonexistent")
+        .joinpath("llvm", "Passes", "PassPlugin.h")
+        .is_file()
+    ):
+        missing.append(PACKAGES["llvm-config"])
+    if missing:
+        raise PmsimError(f"the tracer needs the Debian package(s) {', '.join(missing)}: {SETUP_HINT}")
+    return clang, clangxx, llvm_config
+
+
+def _run_out(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("PMSIM_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pmsim"
+    )
+    return Path(base) / "tracer"
+
+
+def build() -> tuple[Path, Path]:
+    """Builds (once; cached by source hash and clang version) the pass plugin and the runtime."""
+    clang, clangxx, llvm_config = check_toolchain()
+    src = source_dir()
+    h = hashlib.sha256()
+    for f in ("pass/PmTracePass.cpp", "runtime/pmtrace_rt.c"):
+        h.update((src / f).read_bytes())
+    h.update(_run_out([clang, "--version"]).encode())
+    h.update(_run_out([llvm_config, "--version"]).encode())
+    d = cache_dir() / h.hexdigest()[:16]
+    plugin, runtime = d / "pmtrace-pass.so", d / "pmtrace_rt.o"
+    if plugin.is_file() and runtime.is_file():
+        return plugin, runtime
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel `make -j` builds it once
+        if plugin.is_file() and runtime.is_file():
+            return plugin, runtime
+        cxxflags = _run_out([llvm_config, "--cxxflags"]).split()
+        ldflags = _run_out([llvm_config, "--ldflags"]).split()
+        steps = [
+            [clangxx, "-shared", "-fPIC", "-O2", *cxxflags, str(src / "pass" / "PmTracePass.cpp"), *ldflags,
+             "-o", str(plugin) + ".tmp"],
+            [clang, "-O2", "-fPIC", "-c", str(src / "runtime" / "pmtrace_rt.c"), "-o", str(runtime) + ".tmp"],
+        ]  # fmt: skip
+        for cmd in steps:
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                first = (r.stderr.strip().splitlines() or ["(no output)"])[0]
+                raise PmsimError(f"building the tracer failed: {shlex.join(cmd[:2])} ...: {first}")
+        os.replace(str(plugin) + ".tmp", plugin)
+        os.replace(str(runtime) + ".tmp", runtime)
+    return plugin, runtime
+
+
+# Flags after which clang does not link (so the runtime is not added).
+_NO_LINK = {"-c", "-S", "-E", "-M", "-MM", "-fsyntax-only", "--version", "-dumpversion", "-dumpmachine"}
+
+
+def compile_cmd(lang: str, args: list[str]) -> list[str]:
+    """The clang command line for `pmsim trace cc|c++ ARGS`."""
+    clang, clangxx, _ = check_toolchain()
+    plugin, runtime = build()
+    cc = clangxx if lang == "c++" else clang
+    cmd = [cc, f"-fpass-plugin={plugin}", "-Wno-unknown-warning-option", *args]
+    links = not any(a in _NO_LINK for a in args) and any(not a.startswith("-") for a in args)
+    if links:
+        cmd += [str(runtime), "-pthread", "-ldl"]
+    return cmd
+
+
+def cmd_compile(lang: str, args: list[str]) -> int:
+    cmd = compile_cmd(lang, args)
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd)
+    return 0  # not reached
+
+
+def parse_pm(spec: str) -> str:
+    """Validates a --pm spec; returns it normalised (dax: with an absolute directory)."""
+    if spec in ("heap", "pmdk"):
+        return spec
+    if spec.startswith("dax:"):
+        d = spec[4:]
+        if not d or not Path(d).is_dir():
+            raise PmsimError(f"--pm {spec}: '{d}' is not a directory")
+        return "dax:" + str(Path(d).resolve())
+    if spec.startswith("range:"):
+        parts = spec.split(":")
+        if len(parts) == 3:
+            try:
+                base, size = int(parts[1], 0), int(parts[2], 0)
+            except ValueError:
+                base = size = -1
+            if base >= 0 and size > 0:
+                return f"range:{base:#x}:{size:#x}"
+        raise PmsimError(
+            f"--pm {spec}: expected range:ADDR:SIZE with numbers (e.g. range:0x7f0000000000:0x100000)"
+        )
+    raise PmsimError(f"--pm {spec}: expected heap, dax:DIR, pmdk or range:ADDR:SIZE")
+
+
+def _repair(path: Path, why: str) -> None:
+    """Cuts a binary trace without END after its last whole record and marks it incomplete."""
+    data = path.read_bytes()
+    if len(data) < 20 or data[:8] != b"PMSIMTRB":
+        raise PmsimError(f"{path}: the program wrote no usable trace ({why})")
+    npm = struct.unpack_from("<I", data, 16)[0]
+    pos = good = 20 + 16 * npm
+    events = 0
+    while pos < len(data):
+        tag = data[pos]
+        try:
+            if tag == 1:
+                count, _, stored = struct.unpack_from("<III", data, pos + 5)
+                nxt = pos + 17 + stored
+                add = count
+            elif tag in (2, 3):
+                off = 5 if tag == 2 else 1
+                (n,) = struct.unpack_from("<I", data, pos + off)
+                nxt, add = pos + off + 4 + n, 0
+            elif tag == 0 and pos + 13 <= len(data):
+                return  # complete
+            else:
+                break
+        except struct.error:
+            break
+        if nxt > len(data):
+            break
+        pos = good = nxt
+        events += add
+    meta = f"incomplete={why}".encode()
+    tail = b"\x03" + struct.pack("<I", len(meta)) + meta + b"\x00" + struct.pack("<QI", events, 0)
+    path.write_bytes(data[:good] + tail)
+
+
+def _has_end(path: Path) -> bool:
+    try:
+        m = __import__("pmsim._core", fromlist=["trace_meta"])
+        m.trace_meta(str(path))
+        return True
+    except Exception:
+        return False
+
+
+def record(pm: str, volatile: str, output: str, argv: list[str]) -> int:
+    """Runs an instrumented program and writes its trace; returns the exit status for pmsim."""
+    from pmsim import _core
+
+    if not argv:
+        raise PmsimError("trace record: give the program to run after --")
+    pm = parse_pm(pm)
+    prog = argv[0]
+    exe = prog if os.sep in prog else shutil.which(prog)
+    if not exe or not Path(exe).is_file():
+        raise PmsimError(f"trace record: program '{prog}' not found")
+    if not os.access(exe, os.X_OK):
+        raise PmsimError(f"trace record: program '{prog}' is not executable")
+    out = Path(output)
+    text = out.suffix in (".trace", ".txt")
+    if out.parent and not out.parent.exists():
+        raise PmsimError(f"-o {output}: directory '{out.parent}' does not exist")
+    tmp = out.with_name(out.name + ".partial.bin")
+    meta = "\n".join(
+        [
+            "tool=pmsim trace record (clang pass plugin + runtime)",
+            f"program={prog}",
+            f"args={shlex.join(argv[1:])}",
+            f"pm={pm}",
+            f"volatile={volatile}",
+            f"cwd={os.getcwd()}",
+        ]
+    )
+    env = dict(os.environ)
+    env.update(
+        PMSIM_TRACE_OUT=str(tmp), PMSIM_TRACE_PM=pm, PMSIM_TRACE_VOLATILE=volatile, PMSIM_TRACE_META=meta
+    )
+    tmp.unlink(missing_ok=True)
+    try:
+        try:
+            r = subprocess.run([exe, *argv[1:]], env=env)
+        except OSError as e:
+            raise PmsimError(f"trace record: cannot run '{prog}': {e.strerror or e}") from e
+        if not tmp.exists():
+            raise PmsimError(
+                f"trace record: '{prog}' wrote no trace: "
+                "it was not built with 'pmsim trace cc' / 'pmsim trace c++'"
+            )
+        crashed = r.returncode < 0
+        if crashed:
+            _repair(tmp, f"killed by signal {-r.returncode}")
+        elif not _has_end(tmp):
+            _repair(tmp, f"exited with status {r.returncode} without finishing the trace")
+        if text:
+            _core.trace_convert(str(tmp), str(out) + ".partial", False)
+            lines = Path(str(out) + ".partial").read_text().split("\n", 1)
+            comments = "".join(f"# meta {k}={v}\n" for k, v in _core.trace_meta(str(tmp)))
+            Path(str(out) + ".partial").write_text(
+                lines[0] + "\n" + comments + (lines[1] if len(lines) > 1 else "")
+            )
+            os.replace(str(out) + ".partial", out)
+            tmp.unlink()
+        else:
+            os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(str(out) + ".partial").unlink(missing_ok=True)
+    if crashed:
+        sig = -r.returncode
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        raise PmsimError(
+            f"trace record: '{prog}' crashed ({name}, exit status {128 + sig}); "
+            f"the partial trace in {output} is marked incomplete"
+        )
+    return r.returncode
+
+
+def check_complete(path: str | None, allow: bool) -> None:
+    """Refuses a trace marked incomplete unless `allow`."""
+    if not path or allow or not Path(path).is_file():
+        return
+    from pmsim import _core
+
+    try:
+        meta = dict(_core.trace_meta(path))
+    except Exception:
+        return  # the simulator reports unreadable traces itself
+    if "incomplete" in meta:
+        raise PmsimError(
+            f"{path}: the trace is incomplete ({meta['incomplete']}); "
+            "pass --allow-incomplete to use it anyway"
+        )

@@ -1,0 +1,273 @@
+"""The tracer end to end: build the examples with ``pmsim trace cc``, record their traces, check
+the counts against what the programs execute (derived here from their loop structure, not from
+the tracer), compare traced and native output, simulate under every design, crash-check under the
+x86 model, and the bad-input paths.
+
+These tests need clang and llvm-dev (and libpmem-dev). They fail, never skip, when those are
+missing: run scripts/setup-tracer.sh.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PMSIM, pmsim_cli
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+def _require_toolchain() -> None:
+    missing = [t for t in ("clang", "llvm-config", "gcc", "make") if not shutil.which(t)]
+    if missing or not Path("/usr/include/libpmem.h").is_file():
+        pytest.fail(
+            f"the tracer tests need clang, llvm-dev and libpmem-dev (missing: {missing or ['libpmem-dev']}): "
+            "run scripts/setup-tracer.sh",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """The examples built twice: traced (pmsim trace cc, via their Makefile) and native (gcc)."""
+    _require_toolchain()
+    d = tmp_path_factory.mktemp("examples")
+    for f in ("pm_list.c", "pmem_log.c", "Makefile"):
+        shutil.copy(EXAMPLES / f, d / f)
+    cc = f"{PMSIM[0]} trace cc" if len(PMSIM) == 1 else f"{sys.executable} -m pmsim.cli trace cc"
+    r = subprocess.run(["make", "-C", str(d), f"CC={cc}", "all"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    native = d / "native"
+    native.mkdir()
+    for prog, extra in (("pm_list", ["-mclwb", "-pthread"]), ("pmem_log", ["-lpmem"])):
+        subprocess.run(["gcc", "-O2", "-o", str(native / prog), str(d / f"{prog}.c"), *extra], check=True)
+    return d
+
+
+def _stats(path: Path) -> dict:
+    return json.loads(pmsim_cli("trace", "stats", path, "--json", check=True).stdout)
+
+
+def _record(
+    built: Path, out: str, pm: str, *argv: str, volatile: str = "drop"
+) -> subprocess.CompletedProcess:
+    return pmsim_cli(
+        "trace", "record", "--pm", pm, "--volatile", volatile, "-o", built / out, "--", *argv, cwd=built
+    )
+
+
+# pm_list: per thread and node 4 PM stores, 1 clwb, 2 sfences, 1 clflush, 1 mutex lock/unlock,
+# 1 rmw; main: an arena of 1024 lines (1 store and 1 clwb each, then 1 sfence), the root (3
+# stores, 1 clflushopt, 1 mfence); 2 threads; create and join each add one release/acquire pair
+# per thread.
+ARENA_LINES = 1024
+
+
+def pm_list_expected(n: int) -> dict:
+    t = 2
+    return {
+        "store": ARENA_LINES + 3 + 4 * t * n,
+        "clwb": ARENA_LINES + t * n,
+        "clflush": t * n,
+        "clflushopt": 1,
+        "sfence": 1 + 2 * t * n,
+        "mfence": 1,
+        "rmw": t * n,
+        "acquire": t * n + 2 * t,
+        "release": t * n + 2 * t,
+        "ntstore": 0,
+    }
+
+
+# pmem_log: header memset_persist (1 store of 64 B, 1 clwb, 1 sfence); per entry 4 stores +
+# persist (1 clwb, 1 sfence) + memcpy_persist of the tail (1 store, 1 clwb, 1 sfence).
+def pmem_log_expected(n: int) -> dict:
+    return {
+        "store": 1 + 5 * n,
+        "clwb": 1 + 2 * n,
+        "sfence": 1 + 2 * n,
+        "clflush": 0,
+        "clflushopt": 0,
+        "mfence": 0,
+        "rmw": 0,
+        "acquire": 0,
+        "release": 0,
+    }
+
+
+def test_pm_list_counts_and_output(built):
+    n = 37
+    r = _record(built, "pm_list.bin", "heap", "./pm_list", str(n))
+    assert r.returncode == 0, r.stderr
+    native = subprocess.run(
+        [built / "native" / "pm_list", str(n)], capture_output=True, text=True, check=True
+    )
+    assert r.stdout == native.stdout
+    assert f"nodes={2 * n} count={2 * n}" in r.stdout
+    s = _stats(built / "pm_list.bin")
+    kinds = s["events_by_kind"]
+    for k, v in pm_list_expected(n).items():
+        assert kinds[k] == v, (k, kinds[k], v)
+    assert s["threads"] == 3
+    # every node, the root and the arena on lines of their own
+    assert s["pm_footprint_bytes"] == 64 * (2 * n + 1 + ARENA_LINES)
+    meta = dict(s["meta"])
+    assert meta["pm"] == "heap" and meta["program"] == "./pm_list" and meta["args"] == str(n)
+    assert "incomplete" not in meta
+
+
+def test_pmem_log_counts_and_output(built):
+    n = 23
+    (built / "log.pmem").unlink(missing_ok=True)
+    r = _record(built, "pmem_log.bin", "pmdk", "./pmem_log", "log.pmem", str(n))
+    assert r.returncode == 0, r.stderr
+    (built / "log2.pmem").unlink(missing_ok=True)
+    native = subprocess.run(
+        [built / "native" / "pmem_log", built / "log2.pmem", str(n)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert r.stdout == native.stdout
+    kinds = _stats(built / "pmem_log.bin")["events_by_kind"]
+    for k, v in pmem_log_expected(n).items():
+        assert kinds[k] == v, (k, kinds[k], v)
+
+
+def test_keep_volatile_adds_only_volatile_accesses(built):
+    r = _record(built, "pm_list_keep.bin", "heap", "./pm_list", "5", volatile="keep")
+    assert r.returncode == 0, r.stderr
+    s = _stats(built / "pm_list_keep.bin")
+    e = pm_list_expected(5)
+    assert s["pm_stores"] == e["store"] + e["rmw"]  # the mutex is a volatile global
+    assert s["volatile_stores"] > 0  # e.g. the global root pointer
+    assert s["events_by_kind"]["clwb"] == e["clwb"]
+
+
+def test_text_output_round_trips(built):
+    r = _record(built, "pm_list.trace", "heap", "./pm_list", "4")
+    assert r.returncode == 0, r.stderr
+    text = (built / "pm_list.trace").read_text()
+    assert text.startswith("# pmsim trace v1\n")
+    assert "# meta pm=heap" in text
+    s = _stats(built / "pm_list.trace")
+    assert s["events_by_kind"]["sfence"] == pm_list_expected(4)["sfence"]
+
+
+def test_every_design_simulates_the_traces(built):
+    _record(built, "pm_list_small.bin", "heap", "./pm_list", "20")
+    designs = [
+        line.split()[0] for line in pmsim_cli("designs", check=True).stdout.splitlines() if line.strip()
+    ]
+    for trace in ("pm_list_small.bin", "pmem_log.bin"):
+        if not (built / trace).exists():
+            (built / "log.pmem").unlink(missing_ok=True)
+            _record(built, trace, "pmdk", "./pmem_log", "log.pmem", "23")
+        out = pmsim_cli("compare", "--trace", built / trace, "-q", check=True).stdout
+        for d in designs:
+            assert d in out, (d, out)
+
+
+def test_baseline_satisfies_x86_and_the_broken_baseline_does_not(built):
+    _record(built, "pm_list_crash.bin", "heap", "./pm_list", "30")
+    ok = pmsim_cli(
+        "crash", "--trace", built / "pm_list_crash.bin", "--design", "baseline", "--model", "x86", "--every"
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = pmsim_cli(
+        "crash",
+        "--trace",
+        built / "pm_list_crash.bin",
+        "--design",
+        "broken-baseline-no-sfence-stall",
+        "--allow-broken-designs",
+        "--model",
+        "x86",
+        "--every",
+    )
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "failing image" in bad.stdout
+
+
+def test_missing_program_is_an_error(built, tmp_path):
+    r = pmsim_cli("trace", "record", "-o", tmp_path / "x.bin", "--", "./no-such-program")
+    assert r.returncode == 2
+    assert r.stderr.startswith("pmsim: error:") and "not found" in r.stderr
+    assert not (tmp_path / "x.bin").exists()
+
+
+def test_bad_pm_spec_is_an_error(built, tmp_path):
+    for spec in ("flash", "range:0x1000", "range:abc:10", "dax:/no/such/dir"):
+        r = pmsim_cli("trace", "record", "--pm", spec, "-o", tmp_path / "x.bin", "--", built / "pm_list")
+        assert r.returncode == 2, spec
+        assert r.stderr.startswith("pmsim: error:") and "--pm" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_uninstrumented_program_is_an_error(built, tmp_path):
+    r = pmsim_cli("trace", "record", "-o", tmp_path / "x.bin", "--", built / "native" / "pm_list", "2")
+    assert r.returncode == 2
+    assert "not built with 'pmsim trace cc'" in r.stderr
+    assert not (tmp_path / "x.bin").exists()
+
+
+CRASHER = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  volatile uint64_t *p = malloc(64 * 8);
+  for (int i = 0; i < 8; i++) { p[i * 8] = i; asm volatile("clwb %0" : "+m"(p[i * 8])); }
+  asm volatile("sfence" ::: "memory");
+  printf("before the crash\n");
+  fflush(stdout);
+  if (argc > 1) *(volatile int *)0 = 1;
+  return 3;
+}
+"""
+
+
+def test_crashing_program_leaves_an_incomplete_trace(built, tmp_path):
+    src = tmp_path / "crasher.c"
+    src.write_text(CRASHER)
+    pmsim_cli("trace", "cc", "-O1", "-o", tmp_path / "crasher", src, check=True)
+    # a normal non-zero exit passes through
+    r = pmsim_cli("trace", "record", "-o", tmp_path / "ok.bin", "--", tmp_path / "crasher")
+    assert r.returncode == 3 and r.stdout == "before the crash\n"
+    assert _stats(tmp_path / "ok.bin")["events_by_kind"]["clwb"] == 8
+    # a crash: one error line, exit 2, partial trace marked incomplete
+    r = pmsim_cli("trace", "record", "-o", tmp_path / "crash.bin", "--", tmp_path / "crasher", "crash")
+    assert r.returncode == 2
+    assert r.stdout == "before the crash\n"
+    err = r.stderr.strip().splitlines()
+    assert err[-1].startswith("pmsim: error:") and "SIGSEGV" in err[-1] and "incomplete" in err[-1]
+    s = _stats(tmp_path / "crash.bin")
+    assert s["events_by_kind"]["store"] == 8 and s["events_by_kind"]["sfence"] == 1
+    assert "incomplete" in dict(s["meta"])
+    run = pmsim_cli("run", "--trace", tmp_path / "crash.bin", "--design", "baseline")
+    assert run.returncode == 2 and "incomplete" in run.stderr and "--allow-incomplete" in run.stderr
+    run = pmsim_cli("run", "--trace", tmp_path / "crash.bin", "--design", "baseline", "--allow-incomplete")
+    assert run.returncode == 0, run.stderr
+
+
+def test_compiler_wrapper_passes_flags_and_errors_through(built, tmp_path):
+    bad = tmp_path / "bad.c"
+    bad.write_text("int main(void) { return undeclared; }\n")
+    r = pmsim_cli("trace", "cc", "-c", bad, "-o", tmp_path / "bad.o")
+    assert r.returncode != 0 and "undeclared" in r.stderr
+    ok = tmp_path / "ok.cpp"
+    ok.write_text(
+        "#include <cstdio>\n#include <vector>\nstd::vector<long> *volatile keep;\n"
+        "int main(int argc, char **) { std::vector<long> v(1000); keep = &v;\n"
+        "  for (long i = 0; i < 1000; i++) v[i] = i * argc;\n"
+        '  long s = 0; for (long x : *keep) s += x; std::printf("%ld\\n", s); }\n'
+    )
+    pmsim_cli("trace", "c++", "-O2", "-std=c++17", "-DX=1", "-o", tmp_path / "okcpp", ok, check=True)
+    r = pmsim_cli("trace", "record", "-o", tmp_path / "cpp.bin", "--", tmp_path / "okcpp")
+    assert r.returncode == 0 and r.stdout == "499500\n", r.stderr
+    assert _stats(tmp_path / "cpp.bin")["pm_store_bytes"] >= 8000  # the vector's elements (heap = PM)

@@ -1,0 +1,951 @@
+/* pmsim tracer: the runtime linked into every instrumented program.
+ *
+ * Why it exists: the pass (PmTracePass.cpp) turns each memory access, flush and fence into a
+ * call here; this file turns those calls into a pmsim binary trace (docs/binary-trace.md),
+ * streamed while the program runs. It also supplies what the pass cannot see: synchronisation
+ * (pthread mutexes, condition variables, create/join -> acquire/release), persistent memory
+ * (a PM heap, mmap of DAX files, libpmem/libpmemobj calls) and crashes.
+ *
+ * What it guarantees:
+ * - one global sequence counter gives every event its gid (the global order); sync events on
+ *   one address take their gid and ordinal under one lock, so gid order and ordinals agree;
+ * - per-thread buffers of encoded events, written as BLOCK records of at most 64 KiB, so memory
+ *   use is bounded and the trace streams; thread ids are compact (0, 1, 2 ... in order of a
+ *   thread's first event);
+ * - program addresses inside a PM region are mapped into the trace's one PM range
+ *   (0x100000000 + 16 GiB), regions packed in order of registration; other addresses are kept
+ *   (moved out of that window if they fall in it);
+ * - a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) still writes what was buffered, a META
+ *   record saying `incomplete`, and END, then dies of the same signal;
+ * - with PMSIM_TRACE_OUT unset the program runs untraced (every hook returns at once).
+ *
+ * Configuration (set by `pmsim trace record`): PMSIM_TRACE_OUT (file), PMSIM_TRACE_PM
+ * (heap | dax:DIR | pmdk | range:ADDR:SIZE), PMSIM_TRACE_VOLATILE (keep | drop),
+ * PMSIM_TRACE_META (provenance lines `key=value`, written into the trace).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum {
+  K_LOAD = 1, K_STORE = 2, K_NTSTORE = 3, K_RMW = 4, K_CLWB = 5, K_CLFLUSHOPT = 6,
+  K_CLFLUSH = 7, K_SFENCE = 8, K_MFENCE = 9, K_ACQUIRE = 12, K_RELEASE = 13
+};
+
+#define PM_WINDOW 0x100000000ULL
+#define PM_WINDOW_SIZE (16ULL << 30)
+#define BLOCK_BYTES (64 * 1024)
+#define MAX_THREADS 4096
+#define MAX_RANGES 256
+#define LINE 64ULL
+
+/* ---------- configuration and state ---------- */
+
+enum pm_mode { PM_HEAP, PM_DAX, PM_PMDK, PM_RANGE };
+
+static int g_on;                 /* tracing enabled */
+static int g_fd = -1;
+static enum pm_mode g_mode;
+static int g_drop_volatile;
+static char g_dax_dir[4096];
+static atomic_uint_fast64_t g_gid;
+static atomic_uint g_threads;
+static atomic_flag g_file_lock = ATOMIC_FLAG_INIT;
+static atomic_int g_finished;
+static uint64_t g_total_events; /* under g_file_lock */
+
+struct range { uint64_t base, size, trace_base; };
+static struct range g_ranges[MAX_RANGES];
+static atomic_int g_nranges;
+static uint64_t g_next_trace_off; /* under g_range_lock */
+static atomic_flag g_range_lock = ATOMIC_FLAG_INIT;
+
+struct tbuf {
+  uint32_t tid;
+  uint32_t count;
+  uint64_t prev_gid;
+  uint32_t len;
+  uint8_t data[BLOCK_BYTES + 256];
+};
+static struct tbuf *g_bufs[MAX_THREADS];
+static __thread struct tbuf *t_buf;
+static __thread int t_in_hook; /* inside a wrapper that emits its own events */
+
+static void spin_lock(atomic_flag *f) {
+  while (atomic_flag_test_and_set_explicit(f, memory_order_acquire))
+    ;
+}
+static void spin_unlock(atomic_flag *f) { atomic_flag_clear_explicit(f, memory_order_release); }
+
+static void *raw_mmap(size_t len) {
+  return (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+}
+
+static void die(const char *msg) {
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "pmsim: error: tracer runtime: %s\n", msg);
+  if (write(2, buf, (size_t)n) < 0) {
+  }
+  _exit(2);
+}
+
+static void write_all(const void *p, size_t n) {
+  const uint8_t *b = p;
+  while (n) {
+    ssize_t w = write(g_fd, b, n);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      die("cannot write the trace file");
+    }
+    b += w;
+    n -= (size_t)w;
+  }
+}
+
+/* ---------- address translation ---------- */
+
+static void add_range(uint64_t base, uint64_t size, int identity) {
+  if (!size)
+    return;
+  spin_lock(&g_range_lock);
+  int n = atomic_load(&g_nranges);
+  for (int i = 0; i < n; i++)
+    if (g_ranges[i].base == base && g_ranges[i].size >= size) {
+      spin_unlock(&g_range_lock);
+      return;
+    }
+  uint64_t tb;
+  if (identity) {
+    tb = base;
+  } else {
+    tb = PM_WINDOW + g_next_trace_off;
+    g_next_trace_off += (size + 4095) & ~4095ULL;
+  }
+  if (n >= MAX_RANGES || tb + size > PM_WINDOW + PM_WINDOW_SIZE) {
+    spin_unlock(&g_range_lock);
+    die("persistent memory regions exceed the trace's 16 GiB PM range");
+  }
+  g_ranges[n] = (struct range){base, size, tb};
+  atomic_store_explicit(&g_nranges, n + 1, memory_order_release);
+  spin_unlock(&g_range_lock);
+}
+
+/* Trace address of a program address; *pm says whether it is persistent. */
+static inline uint64_t translate(uint64_t a, int *pm) {
+  int n = atomic_load_explicit(&g_nranges, memory_order_acquire);
+  for (int i = 0; i < n; i++) {
+    const struct range *r = &g_ranges[i];
+    if (a - r->base < r->size) {
+      *pm = 1;
+      return a - r->base + r->trace_base;
+    }
+  }
+  *pm = 0;
+  if (a - PM_WINDOW < PM_WINDOW_SIZE)
+    return a | (1ULL << 46);
+  return a;
+}
+
+/* ---------- encoding ---------- */
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = (uint8_t)v | 0x80;
+    v >>= 7;
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
+static void flush_buf(struct tbuf *b) {
+  if (!b || !b->count)
+    return;
+  uint8_t hdr[17];
+  hdr[0] = 1;
+  memcpy(hdr + 1, &b->tid, 4);
+  memcpy(hdr + 5, &b->count, 4);
+  memcpy(hdr + 9, &b->len, 4);
+  memcpy(hdr + 13, &b->len, 4);
+  spin_lock(&g_file_lock);
+  write_all(hdr, 17);
+  write_all(b->data, b->len);
+  g_total_events += b->count;
+  spin_unlock(&g_file_lock);
+  b->count = 0;
+  b->len = 0;
+}
+
+static struct tbuf *my_buf(void) {
+  struct tbuf *b = t_buf;
+  if (b)
+    return b;
+  unsigned tid = atomic_fetch_add(&g_threads, 1);
+  if (tid >= MAX_THREADS)
+    die("more than 4096 threads");
+  b = raw_mmap(sizeof *b);
+  b->tid = tid;
+  g_bufs[tid] = b;
+  t_buf = b;
+  /* The header's thread count covers every thread before its first block is written. */
+  spin_lock(&g_file_lock);
+  uint32_t n = atomic_load(&g_threads);
+  if (pwrite(g_fd, &n, 4, 12) != 4)
+    die("cannot update the trace header");
+  spin_unlock(&g_file_lock);
+  return b;
+}
+
+/* Starts an event: gid and kind byte. */
+static inline uint8_t *begin_ev(struct tbuf *b, uint64_t gid, unsigned kind) {
+  uint8_t *p = b->data + b->len;
+  p = put_varint(p, b->count ? gid - b->prev_gid - 1 : gid);
+  b->prev_gid = gid;
+  *p++ = (uint8_t)kind;
+  return p;
+}
+
+static inline void end_ev(struct tbuf *b, uint8_t *p) {
+  b->len = (uint32_t)(p - b->data);
+  b->count++;
+  if (b->len >= BLOCK_BYTES)
+    flush_buf(b);
+}
+
+/* One memory event of at most 64 bytes within one line. */
+static inline void mem_ev(unsigned kind, uint64_t taddr, const void *value, unsigned size) {
+  struct tbuf *b = my_buf();
+  uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
+  uint8_t *p = begin_ev(b, gid, kind | (value ? 0x80 : 0));
+  p = put_varint(p, taddr);
+  *p++ = (uint8_t)size;
+  if (value) {
+    memcpy(p, value, size);
+    p += size;
+  }
+  end_ev(b, p);
+}
+
+/* A load/store of any size: split at line boundaries and 64 bytes. */
+static void mem_access(unsigned kind, const void *addr, uint64_t size, int with_value) {
+  if (!g_on || !size)
+    return;
+  uint64_t a = (uint64_t)addr;
+  int pm;
+  uint64_t t = translate(a, &pm);
+  if (!pm && g_drop_volatile)
+    return;
+  while (size) {
+    uint64_t room = LINE - (t & (LINE - 1));
+    unsigned n = (unsigned)(size < room ? size : room);
+    mem_ev(kind, t, with_value ? (const void *)a : NULL, n);
+    a += n;
+    t += n;
+    size -= n;
+  }
+}
+
+/* ---------- sync events: ordinals per address ---------- */
+
+#define SYNC_STRIPES 64
+#define SYNC_SLOTS (1u << 14)
+struct sync_slot { uint64_t addr; uint64_t nsync; uint64_t nrel; };
+static struct sync_slot *g_sync[SYNC_STRIPES];
+static atomic_flag g_sync_lock[SYNC_STRIPES];
+
+static struct sync_slot *sync_slot(unsigned stripe, uint64_t addr) {
+  if (!g_sync[stripe])
+    g_sync[stripe] = raw_mmap(sizeof(struct sync_slot) * SYNC_SLOTS);
+  struct sync_slot *tab = g_sync[stripe];
+  uint64_t h = (addr * 0x9E3779B97F4A7C15ULL) >> 40;
+  for (unsigned i = 0; i < SYNC_SLOTS; i++) {
+    struct sync_slot *s = &tab[(h + i) & (SYNC_SLOTS - 1)];
+    if (s->addr == addr || s->addr == 0) {
+      s->addr = addr;
+      return s;
+    }
+  }
+  die("too many distinct synchronisation addresses");
+  return NULL;
+}
+
+/* acquire / release / rmw on `addr` (program address). */
+static void sync_ev(unsigned kind, const void *addr, unsigned size, int with_value) {
+  if (!g_on)
+    return;
+  int pm;
+  uint64_t t = translate((uint64_t)addr, &pm);
+  if (size > LINE - (t & (LINE - 1)))
+    size = (unsigned)(LINE - (t & (LINE - 1)));
+  if (!size)
+    size = 1;
+  struct tbuf *b = my_buf();
+  unsigned stripe = (unsigned)((t >> 3) * 0x9E3779B97F4A7C15ULL >> 58);
+  spin_lock(&g_sync_lock[stripe]);
+  struct sync_slot *s = sync_slot(stripe, t | 1ULL << 63);
+  uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
+  uint64_t ord = kind == K_ACQUIRE ? s->nrel : s->nsync;
+  s->nsync++;
+  if (kind != K_ACQUIRE)
+    s->nrel++;
+  spin_unlock(&g_sync_lock[stripe]);
+  uint8_t *p = begin_ev(b, gid, kind | (with_value ? 0x80 : 0));
+  p = put_varint(p, t);
+  *p++ = (uint8_t)size;
+  p = put_varint(p, ord);
+  if (with_value) {
+    memcpy(p, addr, size);
+    p += size;
+  }
+  end_ev(b, p);
+}
+
+static void fence_ev(unsigned kind) {
+  if (!g_on)
+    return;
+  struct tbuf *b = my_buf();
+  uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
+  end_ev(b, begin_ev(b, gid, kind));
+}
+
+static void flush_ev(unsigned kind, const void *addr) {
+  if (!g_on)
+    return;
+  int pm;
+  uint64_t t = translate((uint64_t)addr, &pm);
+  if (!pm && g_drop_volatile)
+    return;
+  struct tbuf *b = my_buf();
+  uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
+  uint8_t *p = begin_ev(b, gid, kind);
+  p = put_varint(p, t);
+  *p++ = 1;
+  end_ev(b, p);
+}
+
+/* ---------- hooks called by instrumented code ---------- */
+
+void __pmt_load(const void *p, uint64_t n) { mem_access(K_LOAD, p, n, 0); }
+void __pmt_store(const void *p, uint64_t n) { mem_access(K_STORE, p, n, 1); }
+void __pmt_ntstore(const void *p, uint64_t n) { mem_access(K_NTSTORE, p, n, 1); }
+void __pmt_rmw(const void *p, uint64_t n) { sync_ev(K_RMW, p, (unsigned)n, 1); }
+void __pmt_fence(uint32_t kind) { fence_ev(kind); }
+void __pmt_flush(uint32_t kind, const void *p) { flush_ev(kind, p); }
+void __pmt_memop(const void *dst, const void *src, uint64_t n) {
+  if (src)
+    mem_access(K_LOAD, src, n, 0);
+  mem_access(K_STORE, dst, n, 1);
+}
+
+/* ---------- start, finish, crash ---------- */
+
+static void write_meta(const char *text) {
+  uint32_t len = (uint32_t)strlen(text);
+  uint8_t tag = 3;
+  spin_lock(&g_file_lock);
+  write_all(&tag, 1);
+  write_all(&len, 4);
+  write_all(text, len);
+  spin_unlock(&g_file_lock);
+}
+
+static void finish(const char *incomplete) {
+  if (!g_on || atomic_exchange(&g_finished, 1))
+    return;
+  unsigned n = atomic_load(&g_threads);
+  for (unsigned i = 0; i < n && i < MAX_THREADS; i++)
+    flush_buf(g_bufs[i]);
+  if (incomplete)
+    write_meta(incomplete);
+  uint8_t end[13];
+  end[0] = 0;
+  memcpy(end + 1, &g_total_events, 8);
+  memset(end + 9, 0, 4);
+  write_all(end, 13);
+  g_on = 0;
+  close(g_fd);
+}
+
+static void on_exit_hook(void) { finish(NULL); }
+
+static void on_crash(int sig) {
+  char msg[64];
+  snprintf(msg, sizeof msg, "incomplete=killed by signal %d", sig);
+  finish(msg);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static uint64_t parse_num(const char *s, const char **end) {
+  char *e;
+  errno = 0;
+  uint64_t v = strtoull(s, &e, 0);
+  if (e == s || errno)
+    die("bad number in PMSIMTRACE_PM");
+  *end = e;
+  return v;
+}
+
+static void heap_init(void);
+
+__attribute__((constructor(101))) static void pmt_init(void) {
+  const char *out = getenv("PMSIM_TRACE_OUT");
+  if (!out || !*out)
+    return;
+  const char *pm = getenv("PMSIM_TRACE_PM");
+  if (!pm || !strcmp(pm, "heap")) {
+    g_mode = PM_HEAP;
+  } else if (!strncmp(pm, "dax:", 4)) {
+    g_mode = PM_DAX;
+    if (!realpath(pm + 4, g_dax_dir))
+      die("the --pm dax directory does not exist");
+  } else if (!strcmp(pm, "pmdk")) {
+    g_mode = PM_PMDK;
+  } else if (!strncmp(pm, "range:", 6)) {
+    const char *e;
+    uint64_t base = parse_num(pm + 6, &e);
+    if (*e != ':')
+      die("PMSIM_TRACE_PM range needs range:ADDR:SIZE");
+    uint64_t size = parse_num(e + 1, &e);
+    g_mode = PM_RANGE;
+    add_range(base, size, 0);
+  } else {
+    die("PMSIM_TRACE_PM must be heap, dax:DIR, pmdk or range:ADDR:SIZE");
+  }
+  const char *vol = getenv("PMSIM_TRACE_VOLATILE");
+  g_drop_volatile = vol && !strcmp(vol, "drop");
+  g_fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (g_fd < 0)
+    die("cannot create the trace file");
+  uint8_t hdr[36];
+  memcpy(hdr, "PMSIMTRB", 8);
+  uint16_t version = 2, flags = 0;
+  uint32_t threads = 1, npm = 1;
+  uint64_t base = PM_WINDOW, size = PM_WINDOW_SIZE;
+  memcpy(hdr + 8, &version, 2);
+  memcpy(hdr + 10, &flags, 2);
+  memcpy(hdr + 12, &threads, 4);
+  memcpy(hdr + 16, &npm, 4);
+  memcpy(hdr + 20, &base, 8);
+  memcpy(hdr + 28, &size, 8);
+  write_all(hdr, 36);
+  const char *meta = getenv("PMSIM_TRACE_META");
+  g_on = 1;
+  if (meta && *meta)
+    write_meta(meta);
+  if (g_mode == PM_HEAP)
+    heap_init();
+  atexit(on_exit_hook);
+  int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+  for (unsigned i = 0; i < sizeof sigs / sizeof *sigs; i++)
+    signal(sigs[i], on_crash);
+}
+
+/* ---------- the PM heap (--pm heap) ----------
+ * Every malloc/new of the program comes from one region, which is the PM range: programs that
+ * emulate PM with the heap (FAST_FAIR, CCEH) then trace their nodes as persistent. Size classes
+ * are powers of two (16 B .. 32 KiB) carved from 64 KiB chunks, so blocks are aligned to their
+ * class; larger blocks take whole chunks. Freed blocks are reused (per class; large: first fit).
+ */
+#define CHUNK (64 * 1024ULL)
+#define HEAP_SIZE PM_WINDOW_SIZE
+#define NCHUNKS (HEAP_SIZE / CHUNK)
+static uint8_t *g_heap;
+static uint64_t g_heap_chunks; /* chunks handed out */
+static uint8_t g_chunk_class[NCHUNKS];  /* class+1 for small chunks, 255 = large head */
+static uint32_t g_chunk_count[NCHUNKS]; /* large: chunks in the run */
+static void *g_free[13];                /* free lists of classes 16 << i */
+static uint8_t *g_bump[13], *g_bump_end[13];
+struct large_free { struct large_free *next; uint64_t chunks; };
+static struct large_free *g_large_free;
+static atomic_flag g_heap_lock = ATOMIC_FLAG_INIT;
+
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+
+static void heap_init(void) {
+  void *p = (void *)syscall(SYS_mmap, (void *)PM_WINDOW, HEAP_SIZE, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  int identity = p == (void *)PM_WINDOW;
+  if (!identity) {
+    if (p != MAP_FAILED && (long)p > 0)
+      syscall(SYS_munmap, p, HEAP_SIZE);
+    p = raw_mmap(HEAP_SIZE);
+    if (p == MAP_FAILED)
+      die("cannot reserve the 16 GiB PM heap");
+  }
+  g_heap = p;
+  add_range((uint64_t)p, HEAP_SIZE, identity);
+}
+
+static inline int in_heap(const void *p) { return g_heap && (uint64_t)((const uint8_t *)p - g_heap) < HEAP_SIZE; }
+
+static void *heap_alloc(size_t n, size_t align) {
+  if (n == 0)
+    n = 1;
+  if (align < 16)
+    align = 16;
+  size_t want = n > align ? n : align;
+  spin_lock(&g_heap_lock);
+  void *r = NULL;
+  if (want <= 32768 && align <= 32768) {
+    unsigned c = 0;
+    while ((16u << c) < want)
+      c++;
+    if (g_free[c]) {
+      r = g_free[c];
+      g_free[c] = *(void **)r;
+    } else {
+      if (g_bump[c] == g_bump_end[c]) {
+        if (g_heap_chunks >= NCHUNKS)
+          goto out;
+        g_chunk_class[g_heap_chunks] = (uint8_t)(c + 1);
+        g_bump[c] = g_heap + g_heap_chunks * CHUNK;
+        g_bump_end[c] = g_bump[c] + CHUNK;
+        g_heap_chunks++;
+      }
+      r = g_bump[c];
+      g_bump[c] += 16u << c;
+    }
+  } else {
+    uint64_t chunks = (n + CHUNK - 1) / CHUNK;
+    if (align > CHUNK)
+      goto out; /* not supported: larger than a chunk */
+    for (struct large_free **pp = &g_large_free; *pp; pp = &(*pp)->next) {
+      if ((*pp)->chunks >= chunks) {
+        struct large_free *f = *pp;
+        uint64_t idx = ((uint8_t *)f - g_heap) / CHUNK;
+        if (f->chunks > chunks) {
+          struct large_free *rest = (struct large_free *)((uint8_t *)f + chunks * CHUNK);
+          rest->next = f->next;
+          rest->chunks = f->chunks - chunks;
+          *pp = rest;
+        } else {
+          *pp = f->next;
+        }
+        g_chunk_class[idx] = 255;
+        g_chunk_count[idx] = (uint32_t)chunks;
+        r = f;
+        goto out;
+      }
+    }
+    if (g_heap_chunks + chunks > NCHUNKS)
+      goto out;
+    g_chunk_class[g_heap_chunks] = 255;
+    g_chunk_count[g_heap_chunks] = (uint32_t)chunks;
+    r = g_heap + g_heap_chunks * CHUNK;
+    g_heap_chunks += chunks;
+  }
+out:
+  spin_unlock(&g_heap_lock);
+  if (!r)
+    errno = ENOMEM;
+  return r;
+}
+
+static size_t heap_size(const void *p) {
+  uint64_t idx = (uint64_t)((const uint8_t *)p - g_heap) / CHUNK;
+  uint8_t c = g_chunk_class[idx];
+  return c == 255 ? g_chunk_count[idx] * CHUNK : (size_t)16 << (c - 1);
+}
+
+static void heap_free(void *p) {
+  uint64_t idx = (uint64_t)((uint8_t *)p - g_heap) / CHUNK;
+  spin_lock(&g_heap_lock);
+  uint8_t c = g_chunk_class[idx];
+  if (c == 255) {
+    struct large_free *f = p;
+    f->chunks = g_chunk_count[idx];
+    f->next = g_large_free;
+    g_large_free = f;
+  } else {
+    *(void **)p = g_free[c - 1];
+    g_free[c - 1] = p;
+  }
+  spin_unlock(&g_heap_lock);
+}
+
+static inline int heap_on(void) { return g_on && g_mode == PM_HEAP && g_heap; }
+
+void *malloc(size_t n) { return heap_on() ? heap_alloc(n, 16) : __libc_malloc(n); }
+void free(void *p) {
+  if (!p)
+    return;
+  if (in_heap(p))
+    heap_free(p);
+  else
+    __libc_free(p);
+}
+void *calloc(size_t a, size_t b) {
+  if (!heap_on())
+    return __libc_calloc(a, b);
+  if (b && a > SIZE_MAX / b) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = heap_alloc(a * b, 16);
+  if (p)
+    memset(p, 0, a * b);
+  return p;
+}
+void *realloc(void *p, size_t n) {
+  if (!p)
+    return malloc(n);
+  if (!in_heap(p))
+    return __libc_realloc(p, n);
+  size_t old = heap_size(p);
+  if (n <= old)
+    return p;
+  void *q = heap_alloc(n, 16);
+  if (q) {
+    memcpy(q, p, old);
+    heap_free(p);
+  }
+  return q;
+}
+void *memalign(size_t align, size_t n) { return heap_on() ? heap_alloc(n, align) : __libc_memalign(align, n); }
+void *aligned_alloc(size_t align, size_t n) { return memalign(align, n); }
+int posix_memalign(void **out, size_t align, size_t n) {
+  void *p = memalign(align, n);
+  if (!p)
+    return ENOMEM;
+  *out = p;
+  return 0;
+}
+void *valloc(size_t n) { return memalign(4096, n); }
+
+/* ---------- mmap (--pm dax:DIR) ---------- */
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  void *r = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+  if (r == MAP_FAILED) /* syscall() has set errno */
+    return MAP_FAILED;
+  if (g_on && g_mode == PM_DAX && fd >= 0) {
+    char link[64], path[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    size_t dl = strlen(g_dax_dir);
+    if (n > 0) {
+      path[n] = 0;
+      if (!strncmp(path, g_dax_dir, dl) && (path[dl] == '/' || path[dl] == 0))
+        add_range((uint64_t)r, len, 0);
+    }
+  }
+  return r;
+}
+void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) __attribute__((alias("mmap")));
+
+/* ---------- pthreads ---------- */
+
+#define REAL(name) \
+  static __typeof__(name) *real_##name; \
+  if (!real_##name) \
+    real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);
+
+int pthread_mutex_lock(pthread_mutex_t *m) {
+  REAL(pthread_mutex_lock);
+  int r = real_pthread_mutex_lock(m);
+  if (r == 0)
+    sync_ev(K_ACQUIRE, m, 8, 0);
+  return r;
+}
+int pthread_mutex_trylock(pthread_mutex_t *m) {
+  REAL(pthread_mutex_trylock);
+  int r = real_pthread_mutex_trylock(m);
+  if (r == 0)
+    sync_ev(K_ACQUIRE, m, 8, 0);
+  return r;
+}
+int pthread_mutex_unlock(pthread_mutex_t *m) {
+  REAL(pthread_mutex_unlock);
+  sync_ev(K_RELEASE, m, 8, 0);
+  return real_pthread_mutex_unlock(m);
+}
+int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
+  REAL(pthread_cond_wait);
+  sync_ev(K_RELEASE, m, 8, 0);
+  int r = real_pthread_cond_wait(c, m);
+  sync_ev(K_ACQUIRE, c, 8, 0);
+  sync_ev(K_ACQUIRE, m, 8, 0);
+  return r;
+}
+int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *ts) {
+  REAL(pthread_cond_timedwait);
+  sync_ev(K_RELEASE, m, 8, 0);
+  int r = real_pthread_cond_timedwait(c, m, ts);
+  sync_ev(K_ACQUIRE, c, 8, 0);
+  sync_ev(K_ACQUIRE, m, 8, 0);
+  return r;
+}
+int pthread_cond_signal(pthread_cond_t *c) {
+  REAL(pthread_cond_signal);
+  sync_ev(K_RELEASE, c, 8, 0);
+  return real_pthread_cond_signal(c);
+}
+int pthread_cond_broadcast(pthread_cond_t *c) {
+  REAL(pthread_cond_broadcast);
+  sync_ev(K_RELEASE, c, 8, 0);
+  return real_pthread_cond_broadcast(c);
+}
+
+struct start { void *(*fn)(void *); void *arg; };
+
+static void *thread_start(void *p) {
+  struct start s = *(struct start *)p;
+  sync_ev(K_ACQUIRE, p, 8, 0); /* synchronises with the creator's release */
+  __libc_free(p);
+  void *r = s.fn(s.arg);
+  sync_ev(K_RELEASE, (void *)pthread_self(), 8, 0); /* joined by pthread_join */
+  if (g_on && t_buf)
+    flush_buf(t_buf);
+  return r;
+}
+
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  REAL(pthread_create);
+  if (!g_on)
+    return real_pthread_create(t, attr, fn, arg);
+  struct start *s = __libc_malloc(sizeof *s);
+  s->fn = fn;
+  s->arg = arg;
+  sync_ev(K_RELEASE, s, 8, 0);
+  int r = real_pthread_create(t, attr, thread_start, s);
+  if (r != 0)
+    __libc_free(s);
+  return r;
+}
+
+int pthread_join(pthread_t t, void **ret) {
+  REAL(pthread_join);
+  int r = real_pthread_join(t, ret);
+  if (r == 0)
+    sync_ev(K_ACQUIRE, (void *)t, 8, 0);
+  return r;
+}
+
+/* ---------- libpmem / libpmemobj (--pm pmdk) ----------
+ * libpmem is not instrumented, so each call is described by its effect: stores of the bytes it
+ * wrote (read back after the call), clwb of each line, and an sfence where it drains. Calls
+ * libpmem makes to itself are not traced twice (t_in_hook).
+ */
+
+static void flush_range(const void *addr, size_t len) {
+  uint64_t a = (uint64_t)addr & ~(LINE - 1), end = (uint64_t)addr + len;
+  for (; a < end; a += LINE)
+    flush_ev(K_CLWB, (const void *)a);
+}
+
+#define PMEM_REAL(ret, name, ...) \
+  static ret (*real_##name)(__VA_ARGS__); \
+  if (!real_##name) \
+    real_##name = (ret(*)(__VA_ARGS__))dlsym(RTLD_NEXT, #name); \
+  if (!real_##name) \
+    die("libpmem function " #name " not found (link with -lpmem)");
+
+void *pmem_map_file(const char *path, size_t len, int flags, mode_t mode, size_t *mapped, int *is_pmem) {
+  PMEM_REAL(void *, pmem_map_file, const char *, size_t, int, mode_t, size_t *, int *);
+  size_t m = 0;
+  void *r = real_pmem_map_file(path, len, flags, mode, &m, is_pmem);
+  if (mapped)
+    *mapped = m;
+  if (r && g_on && g_mode == PM_PMDK)
+    add_range((uint64_t)r, m, 0);
+  return r;
+}
+
+#define PMEM_WRAP_BEGIN \
+  int outer = !t_in_hook; \
+  t_in_hook++;
+#define PMEM_WRAP_END t_in_hook--;
+
+void pmem_flush(const void *addr, size_t len) {
+  PMEM_REAL(void, pmem_flush, const void *, size_t);
+  PMEM_WRAP_BEGIN
+  real_pmem_flush(addr, len);
+  if (outer)
+    flush_range(addr, len);
+  PMEM_WRAP_END
+}
+void pmem_drain(void) {
+  PMEM_REAL(void, pmem_drain, void);
+  PMEM_WRAP_BEGIN
+  real_pmem_drain();
+  if (outer)
+    fence_ev(K_SFENCE);
+  PMEM_WRAP_END
+}
+void pmem_persist(const void *addr, size_t len) {
+  PMEM_REAL(void, pmem_persist, const void *, size_t);
+  PMEM_WRAP_BEGIN
+  real_pmem_persist(addr, len);
+  if (outer) {
+    flush_range(addr, len);
+    fence_ev(K_SFENCE);
+  }
+  PMEM_WRAP_END
+}
+int pmem_msync(const void *addr, size_t len) {
+  PMEM_REAL(int, pmem_msync, const void *, size_t);
+  PMEM_WRAP_BEGIN
+  int r = real_pmem_msync(addr, len);
+  if (outer) {
+    flush_range(addr, len);
+    fence_ev(K_SFENCE);
+  }
+  PMEM_WRAP_END
+  return r;
+}
+
+/* A libpmem copy/set: its stores, their flushes, and a drain unless told not to. */
+static void pmem_effect(void *dst, const void *src, size_t len, int drain) {
+  if (src)
+    mem_access(K_LOAD, src, len, 0);
+  mem_access(K_STORE, dst, len, 1);
+  flush_range(dst, len);
+  if (drain)
+    fence_ev(K_SFENCE);
+}
+
+void *pmem_memcpy_persist(void *d, const void *s, size_t n) {
+  PMEM_REAL(void *, pmem_memcpy_persist, void *, const void *, size_t);
+  PMEM_WRAP_BEGIN
+  void *r = real_pmem_memcpy_persist(d, s, n);
+  if (outer)
+    pmem_effect(d, s, n, 1);
+  PMEM_WRAP_END
+  return r;
+}
+void *pmem_memmove_persist(void *d, const void *s, size_t n) {
+  PMEM_REAL(void *, pmem_memmove_persist, void *, const void *, size_t);
+  PMEM_WRAP_BEGIN
+  void *r = real_pmem_memmove_persist(d, s, n);
+  if (outer)
+    pmem_effect(d, NULL, n, 1);
+  PMEM_WRAP_END
+  return r;
+}
+void *pmem_memset_persist(void *d, int c, size_t n) {
+  PMEM_REAL(void *, pmem_memset_persist, void *, int, size_t);
+  PMEM_WRAP_BEGIN
+  void *r = real_pmem_memset_persist(d, c, n);
+  if (outer)
+    pmem_effect(d, NULL, n, 1);
+  PMEM_WRAP_END
+  return r;
+}
+void *pmem_memcpy_nodrain(void *d, const void *s, size_t n) {
+  PMEM_REAL(void *, pmem_memcpy_nodrain, void *, const void *, size_t);
+  PMEM_WRAP_BEGIN
+  void *r = real_pmem_memcpy_nodrain(d, s, n);
+  if (outer)
+    pmem_effect(d, s, n, 0);
+  PMEM_WRAP_END
+  return r;
+}
+void *pmem_memmove_nodrain(void *d, const void *s, size_t n) {
+  PMEM_REAL(void *, pmem_memmove_nodrain, void *, const void *, size_t);
+  PMEM_WRAP_BEGIN
+  void *r = real_pmem_memmove_nodrain(d, s, n);
+  if (outer)
+    pmem_effect(d, NULL, n, 0);
+  PMEM_WRAP_END
+  return r;
+}
+void *pmem_memset_nodrain(void *d, int c, size_t n) {
+  PMEM_REAL(void *, pmem_memset_nodrain, void *, int, size_t);
+  PMEM_WRAP_BEGIN
+  void *r = real_pmem_memset_nodrain(d, c, n);
+  if (outer)
+    pmem_effect(d, NULL, n, 0);
+  PMEM_WRAP_END
+  return r;
+}
+#define PMEM_F_MEM_NODRAIN_ (1U << 0)
+void *pmem_memcpy(void *d, const void *s, size_t n, unsigned flags) {
+  PMEM_REAL(void *, pmem_memcpy, void *, const void *, size_t, unsigned);
+  PMEM_WRAP_BEGIN
+  void *r = real_pmem_memcpy(d, s, n, flags);
+  if (outer)
+    pmem_effect(d, s, n, !(flags & PMEM_F_MEM_NODRAIN_));
+  PMEM_WRAP_END
+  return r;
+}
+void *pmem_memmove(void *d, const void *s, size_t n, unsigned flags) {
+  PMEM_REAL(void *, pmem_memmove, void *, const void *, size_t, unsigned);
+  PMEM_WRAP_BEGIN
+  void *r = real_pmem_memmove(d, s, n, flags);
+  if (outer)
+    pmem_effect(d, NULL, n, !(flags & PMEM_F_MEM_NODRAIN_));
+  PMEM_WRAP_END
+  return r;
+}
+void *pmem_memset(void *d, int c, size_t n, unsigned flags) {
+  PMEM_REAL(void *, pmem_memset, void *, int, size_t, unsigned);
+  PMEM_WRAP_BEGIN
+  void *r = real_pmem_memset(d, c, n, flags);
+  if (outer)
+    pmem_effect(d, NULL, n, !(flags & PMEM_F_MEM_NODRAIN_));
+  PMEM_WRAP_END
+  return r;
+}
+
+/* libpmemobj: pools are registered from their file's size; persist calls as in libpmem. */
+typedef struct pmemobjpool PMEMobjpool;
+static void register_pool(void *pop, const char *path) {
+  struct stat st;
+  if (pop && g_on && g_mode == PM_PMDK && path && stat(path, &st) == 0)
+    add_range((uint64_t)pop, (uint64_t)st.st_size, 0);
+}
+PMEMobjpool *pmemobj_create(const char *path, const char *layout, size_t size, mode_t mode) {
+  PMEM_REAL(PMEMobjpool *, pmemobj_create, const char *, const char *, size_t, mode_t);
+  PMEMobjpool *p = real_pmemobj_create(path, layout, size, mode);
+  register_pool(p, path);
+  return p;
+}
+PMEMobjpool *pmemobj_open(const char *path, const char *layout) {
+  PMEM_REAL(PMEMobjpool *, pmemobj_open, const char *, const char *);
+  PMEMobjpool *p = real_pmemobj_open(path, layout);
+  register_pool(p, path);
+  return p;
+}
+void pmemobj_persist(PMEMobjpool *pop, const void *addr, size_t len) {
+  PMEM_REAL(void, pmemobj_persist, PMEMobjpool *, const void *, size_t);
+  PMEM_WRAP_BEGIN
+  real_pmemobj_persist(pop, addr, len);
+  if (outer) {
+    flush_range(addr, len);
+    fence_ev(K_SFENCE);
+  }
+  PMEM_WRAP_END
+}
+void pmemobj_flush(PMEMobjpool *pop, const void *addr, size_t len) {
+  PMEM_REAL(void, pmemobj_flush, PMEMobjpool *, const void *, size_t);
+  PMEM_WRAP_BEGIN
+  real_pmemobj_flush(pop, addr, len);
+  if (outer)
+    flush_range(addr, len);
+  PMEM_WRAP_END
+}
+void pmemobj_drain(PMEMobjpool *pop) {
+  PMEM_REAL(void, pmemobj_drain, PMEMobjpool *);
+  PMEM_WRAP_BEGIN
+  real_pmemobj_drain(pop);
+  if (outer)
+    fence_ev(K_SFENCE);
+  PMEM_WRAP_END
+}
