@@ -2,8 +2,9 @@
 
 Figures: 8 (speedup over the Intel baseline, 4 cores, 2 MCs), 2 (epochs and cross-thread
 dependencies per ms), 3 (persist-buffer flushing stalls under HOPS), 9 (PM writes normalised to
-HOPS), 11 (PB occupancy), 12 (recovery-table maximum occupancy), 13 (ordered-bandwidth
-microbenchmark, 1 and 4 threads). Beyond the paper, the sensitivity of Fig 8's geomeans to the
+HOPS), 10 (thread scaling: throughput at 1/2/4/8 threads normalised to 1-thread HOPS-RP), 11 (PB
+occupancy), 12 (recovery-table maximum occupancy), 13 (ordered-bandwidth microbenchmark, 1 and 4
+threads). Beyond the paper, the sensitivity of Fig 8's geomeans to the
 two things that decide how much persist latency ASAP can hide: a durability fence after every
 K-th operation instead of every one (``durable_every``), and an on-DIMM buffer that makes the
 undo records' PM reads cheap (``pm.xpbuffer_lines``, the paper's argument in §V-A). A figure
@@ -47,6 +48,7 @@ SENSITIVITY = {
 }
 SENSITIVITY_DESIGNS = ["baseline", "hops-rp", "asap-rp", "eadr"]
 BW_THREADS = [1, 4]
+FIG10_THREADS = [1, 2, 4, 8]
 FAST_MEDIA_GBPS = 10.0
 
 
@@ -70,6 +72,9 @@ def reproduce(
     if missing:
         notes.append(f"designs not available yet, figures using them are partial: {', '.join(missing)}")
     jobs = _tagged("fig8", jobs_for(designs, workloads, threads=4, ops=sc["ops"]))
+    # Fig 10 reuses Fig 8's 4-thread runs; the core count follows the thread count.
+    more = [t for t in FIG10_THREADS if t != 4]
+    jobs += _tagged("fig10", jobs_for(designs, workloads, {"threads": more}, ops=sc["ops"]))
     jobs += _tagged("fig13", jobs_for(designs, ["bandwidth"], {"threads": BW_THREADS}, ops=sc["bw_ops"]))
     # The same single thread with media write bandwidth that no design saturates: what eager
     # flushing gains when only the flush round trips limit it.
@@ -107,6 +112,23 @@ def reproduce(
         ylabel="speedup",
         path=outdir / "fig8_speedup.png",
     )
+    scaling = _scaling(pd.concat([main, df[df.experiment == "fig10"]]), designs)
+    if scaling is not None:
+        write_atomic(outdir / "fig10_scaling.csv", scaling.round(4).to_csv(index=False))
+        wide = scaling.pivot_table(index="threads", columns="design", values="speedup", sort=False)
+        wide = wide[[d for d in designs if d in wide.columns]]
+        write_atomic(outdir / "fig10_scaling.md", _markdown(wide.round(2)))
+        plots.lines(
+            scaling,
+            x="threads",
+            y="speedup",
+            hue="design",
+            title="Fig 10: throughput scaling (geomean over workloads, vs 1-thread HOPS-RP)",
+            ylabel="throughput / HOPS-RP at 1 thread",
+            path=outdir / "fig10_scaling.png",
+        )
+    else:
+        notes.append("Fig 10 needs hops-rp")
     bw = df[df.experiment == "fig13"].copy()
     bw["media_write_gbps"] = bw["pm_write_gbps"].fillna(api.config()["pm"]["write_gbps"])
     bw["bench"] = [
@@ -153,6 +175,9 @@ def reproduce(
         .round(2)
         .to_string()
     )
+    if scaling is not None:
+        print("Fig 10 — throughput vs 1-thread HOPS-RP (geomean over workloads):")
+        print(wide.round(2).to_string())
     if sens is not None:
         print("Geomean speedup over baseline, sensitivity:")
         print(sens.round(2).to_string())
@@ -170,6 +195,20 @@ def _tagged(experiment: str, jobs: list[dict], variant: str = "default") -> list
 
 def _geomean(c: pd.Series) -> float:
     return float(c.prod() ** (1.0 / len(c)))
+
+
+def _scaling(runs: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:
+    """Fig 10: per workload, throughput (operations per simulated second) over HOPS-RP's at one
+    thread; geomean over workloads per design and thread count."""
+    if "hops-rp" not in designs:
+        return None
+    ref = runs[(runs.design == "hops-rp") & (runs.threads == 1)].set_index("workload")["ops_per_sec"]
+    r = runs.assign(speedup=runs.ops_per_sec / runs.workload.map(ref))
+    out = r.groupby(["design", "threads"])["speedup"].apply(_geomean).reset_index()
+    out["design"] = pd.Categorical(out.design, categories=designs, ordered=True)
+    out = out.sort_values(["design", "threads"])
+    out["design"] = out.design.astype(str)
+    return out[["design", "threads", "speedup"]].reset_index(drop=True)
 
 
 def _sensitivity(main: pd.DataFrame, extra: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:
