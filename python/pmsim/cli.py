@@ -319,7 +319,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 
     if a.paper != "asap":
         raise PmsimError(f"unknown paper '{a.paper}' (valid: asap)")
-    asap.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
+    asap.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet, config=a.config)
     return 0
 
 
@@ -431,6 +431,7 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("paper", nargs="?", default="asap")
     rp.add_argument("--scale", choices=["quick", "full"], default="quick")
     rp.add_argument("--out", default="results")
+    rp.add_argument("--config", help="run the whole evaluation under this TOML configuration")
     rp.add_argument("-j", "--jobs", type=int)
     rp.add_argument("-q", "--quiet", action="store_true")
     rp.set_defaults(fn=cmd_reproduce)

@@ -8,7 +8,8 @@
 //!   dirty in another core's cache, write-backs of one line in flight from several cores, a
 //!   release's own PM store persisting after the acquirer's later stores);
 //! - a *grammar-based random trace generator*: every event kind, 1–4 threads, over a handful of
-//!   PM and DRAM lines, with buffers of one entry or the defaults and one or two MCs. CI runs a
+//!   PM and DRAM lines, with buffers of one entry or the defaults, one or two MCs, and the ASAP
+//!   artifact's switches (configs/asap-artifact.toml) on or off. CI runs a
 //!   fixed seed budget; `PMSIM_GEN_CASES=N` runs more and `PMSIM_GEN_SEED=S` starts elsewhere.
 //!
 //! A failure prints the seed, the configuration overrides and the whole trace, so it replays with
@@ -48,7 +49,10 @@ fn configs() -> Vec<Cfg> {
     let tiny = vec![("pb.entries", "1"), ("et.entries", "1"), ("rt.entries", "1"), ("mc.wpq_entries", "1")];
     let mut tiny_one_mc = tiny.clone();
     tiny_one_mc.push(("mc.count", "1"));
-    vec![Cfg { sets: vec![] }, Cfg { sets: tiny }, Cfg { sets: tiny_one_mc }]
+    // The ASAP artifact's simplifications (configs/asap-artifact.toml) must stay crash-consistent.
+    let artifact =
+        vec![("rt.undo_reads_pm", "false"), ("noc.ack_ns", "10"), ("noc.cdr_ns", "0.5"), ("baseline.flush", "clflush")];
+    vec![Cfg { sets: vec![] }, Cfg { sets: tiny }, Cfg { sets: tiny_one_mc }, Cfg { sets: artifact }]
 }
 
 fn text(t: &Trace) -> String {
@@ -406,6 +410,10 @@ fn random_traces_under_every_design_exhaustively() {
         }
         if r.below(2) == 0 {
             sets.push(("mc.count", "1"));
+        }
+        if r.below(3) == 0 {
+            sets.extend([("rt.undo_reads_pm", "false"), ("noc.ack_ns", "10"), ("noc.cdr_ns", "0.5")]);
+            sets.push(("baseline.flush", "clflush"));
         }
         let cfg = Cfg { sets };
         // Release persistency is defined for data-race-free programs: designs promising it see

@@ -64,6 +64,8 @@ config! {
     noc: NocCfg {
         hop_ns: f64 = 20.0, "ns", "on-chip message core<->core and core<->MC without data (forwards, ACK, commit, CDR, NACK)";
         writeback_ns: f64 = 60.0, "ns", "cache line write-back from a core's caches to an MC (clwb, non-temporal and LLC write-backs); the same data path as pb.flush_ns";
+        ack_ns: f64 = 20.0, "ns", "an MC's acknowledgement of an accepted write back to its sender (the ASAP artifact: 10)";
+        cdr_ns: f64 = 20.0, "ns", "ASAP's cross-thread dependency resolution (CDR) message core->core (the artifact's oracle map: one cycle, 0.5)";
     }
     mc: McCfg {
         count: usize = 2, "MCs", "PM memory controllers";
@@ -93,7 +95,11 @@ config! {
     rt: RtCfg {
         entries: usize = 32, "records", "recovery table per MC (ASAP undo + delay records)";
         bloom_counters: usize = 256, "counters", "counting Bloom filter per MC for NACKed lines";
+        undo_reads_pm: bool = true, "", "an undo record is created by reading the line's old contents from PM (latency and read bandwidth); false: the ASAP artifact's free undo records";
         early_ack: String = "accept".into(), "name", "when an MC acknowledges an early flush that creates an undo record: accept (the record, in the ADR domain, holds the write while the PM read of the old line is in flight) | after_read (only once the read returned and the write entered the WPQ)";
+    }
+    baseline: BaselineCfg {
+        flush: String = "clwb".into(), "name", "instruction the baseline's fences flush with: clwb (the line stays cached) | clflush (the line is invalidated, so its next access misses to PM: the ASAP artifact's baseline)";
     }
     hops: HopsCfg {
         poll_cycles: u64 = 500, "cycles", "global TS register polling period";
@@ -159,6 +165,11 @@ impl Config {
                 .map(toml::Value::Float)
                 .map_err(|_| param_err(&name, format!("'{value}' is not a number")))?,
             toml::Value::String(_) => toml::Value::String(value.to_string()),
+            toml::Value::Boolean(_) => match value.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "on" | "yes" => toml::Value::Boolean(true),
+                "false" | "0" | "off" | "no" => toml::Value::Boolean(false),
+                _ => return Err(param_err(&name, format!("'{value}' is not a boolean (true or false)"))),
+            },
             _ => return Err(param_err(&name, "cannot be set")),
         };
         *slot = parsed;
@@ -229,6 +240,14 @@ impl Config {
         }
         nonneg("noc.hop_ns", self.noc.hop_ns)?;
         nonneg("noc.writeback_ns", self.noc.writeback_ns)?;
+        nonneg("noc.ack_ns", self.noc.ack_ns)?;
+        nonneg("noc.cdr_ns", self.noc.cdr_ns)?;
+        if !["clwb", "clflush"].contains(&self.baseline.flush.as_str()) {
+            return Err(param_err(
+                "baseline.flush",
+                format!("unknown instruction '{}' (valid: clwb, clflush)", self.baseline.flush),
+            ));
+        }
         nonneg("pm.xpbuffer_ns", self.pm.xpbuffer_ns)?;
         if !(1..=16).contains(&self.mc.count) {
             return Err(param_err("mc.count", format!("must be in 1..=16, got {}", self.mc.count)));

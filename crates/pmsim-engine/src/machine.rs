@@ -371,6 +371,8 @@ pub struct Machine {
     /// Bumped whenever the persistent state (NVM, WPQs, a design's domain) changes.
     pub persist_version: u64,
     pub hop_ps: u64,
+    /// An MC's ACK of an accepted write back to its sender (`noc.ack_ns`).
+    pub ack_ps: u64,
     /// Line write-back from a core to an MC (clwb, LLC write-back).
     pub writeback_ps: u64,
     pub cycle_ps: u64,
@@ -423,6 +425,7 @@ impl Machine {
             log: None,
             persist_version: 0,
             hop_ps: ns(cfg.noc.hop_ns),
+            ack_ps: ns(cfg.noc.ack_ns),
             writeback_ps: ns(cfg.noc.writeback_ns),
             cycle_ps: cfg.cycle_ps(),
             l1_ps: ns(cfg.l1.latency_ns),
@@ -485,7 +488,7 @@ impl Machine {
             }
             self.persist_version += 1;
             if let Some(r) = reply {
-                self.schedule(now + self.hop_ps, Ev::Design(r));
+                self.schedule(now + self.ack_ps, Ev::Design(r));
             }
         }
     }
@@ -517,7 +520,7 @@ impl Machine {
         for &(reply, done) in &acc {
             self.schedule(done, Ev::McDone(mc as u16));
             if let Some(r) = reply {
-                self.schedule(self.now + self.hop_ps, Ev::Design(r));
+                self.schedule(self.now + self.ack_ps, Ev::Design(r));
             }
         }
         self.mc_accepted = acc;

@@ -3,7 +3,9 @@
 //! Stores go to the caches only. At every `ofence`, `dfence` and before every `release`, the
 //! thread write-backs (clwb) each PM line it wrote since its previous fence — one issue per
 //! cycle, each travelling the write-back path to its MC (`noc.writeback_ns`) — and then `sfence`
-//! stalls the core until every MC has acknowledged them. Dirty PM lines evicted from the LLC are
+//! stalls the core until every MC has acknowledged them. With `baseline.flush = "clflush"` the
+//! fences flush with clflush instead (the line leaves the caches; its next access misses to PM),
+//! as the ASAP artifact's baseline binaries do. Dirty PM lines evicted from the LLC are
 //! written back to the WPQ. Legacy traces with explicit `clwb`/`sfence` run as written. Promise:
 //! release persistency (flushing before each release), durability at each fence.
 //!
@@ -63,6 +65,8 @@ pub struct Baseline {
     admit_blocked: u64,
     /// false only in the test-only broken variant: sfence does not wait for ACKs.
     stall: bool,
+    /// Fences flush with clflush (`baseline.flush`): the line leaves every cache.
+    invalidate: bool,
     clwbs: u64,
     fence_flushes: u64,
     writebacks: u64,
@@ -79,6 +83,7 @@ impl Baseline {
             piggyback: Vec::new(),
             admit_blocked: 0,
             stall: true,
+            invalidate: cfg.baseline.flush == "clflush",
             clwbs: 0,
             fence_flushes: 0,
             writebacks: 0,
@@ -135,6 +140,9 @@ impl Baseline {
         for (i, &line) in lines.iter().enumerate() {
             if self.clwb(m, core, line, i as u64 * m.cycle_ps) {
                 self.fence_flushes += 1;
+            }
+            if self.invalidate {
+                m.hier.flush_out(line);
             }
         }
         let mut lines = lines;
@@ -234,6 +242,9 @@ impl Design for Baseline {
             // clwb + sfence of the synchronisation word, as software persists a PM lock.
             if self.clwb(m, core, line, 0) {
                 self.release_flushes += 1;
+            }
+            if self.invalidate {
+                m.hier.flush_out(line);
             }
             if let Some(target) = self.pending(line) {
                 self.cores[core].sync_waits.push((line, target));

@@ -180,6 +180,10 @@ pub struct Buffered {
     et_cap: usize,
     wbb_cap: u32,
     flush_ps: u64,
+    /// CDR message latency (`noc.cdr_ns`).
+    cdr_ps: u64,
+    /// Undo records read the old line from PM (`rt.undo_reads_pm`).
+    undo_reads_pm: bool,
     poll_ps: u64,
     poll_access_ps: u64,
     c: Counters,
@@ -223,6 +227,8 @@ impl Buffered {
             et_cap: if policy == Policy::Asap { cfg.et.entries } else { usize::MAX },
             wbb_cap: cfg.pb.wbb_entries as u32,
             flush_ps: ns(cfg.pb.flush_ns),
+            cdr_ps: ns(cfg.noc.cdr_ns),
+            undo_reads_pm: cfg.rt.undo_reads_pm,
             poll_ps: cfg.hops.poll_cycles * cyc,
             poll_access_ps: cfg.hops.access_cycles * cyc,
             c: Counters::default(),
@@ -485,7 +491,7 @@ impl Buffered {
         if self.policy == Policy::Asap {
             for (_, d) in ready {
                 self.c.cdrs += 1;
-                m.schedule_design(m.now + m.hop_ps, Self::ev(CDR, d as usize, ((c as u64) << 48) | upto));
+                m.schedule_design(m.now + self.cdr_ps, Self::ev(CDR, d as usize, ((c as u64) << 48) | upto));
             }
         }
     }
@@ -552,7 +558,7 @@ impl Buffered {
                 r.data.merge(&p.data);
                 self.rts[mc].bloom_remove(p.data.line);
                 m.persist_version += 1;
-                m.schedule_design(m.now + m.hop_ps, ack);
+                m.schedule_design(m.now + m.ack_ps, ack);
                 return;
             }
         }
@@ -598,7 +604,7 @@ impl Buffered {
                 m.note("delay", p.core as usize, p.data.line);
             }
             m.persist_version += 1;
-            m.schedule_design(m.now + m.hop_ps, ack);
+            m.schedule_design(m.now + m.ack_ps, ack);
             return;
         }
         if rt.full() {
@@ -624,12 +630,18 @@ impl Buffered {
             commit_pending: false,
         });
         self.c.undo += 1;
-        self.c.pm_undo_reads += 1;
         m.note("undo", p.core as usize, p.data.line);
         if ack_now {
-            m.schedule_design(m.now + m.hop_ps, ack);
+            m.schedule_design(m.now + m.ack_ps, ack);
         }
-        m.mc_read_local(mc, p.data.line, Self::ev(UNDO_READ, p.core as usize, ((mc as u64) << 58) | p.data.line));
+        let read = Self::ev(UNDO_READ, p.core as usize, ((mc as u64) << 58) | p.data.line);
+        if self.undo_reads_pm {
+            self.c.pm_undo_reads += 1;
+            m.mc_read_local(mc, p.data.line, read);
+        } else {
+            // The artifact's free undo record: the old contents without a PM read.
+            m.schedule_design(m.now, read);
+        }
     }
 
     fn nack(&mut self, m: &mut Machine, mc: usize, p: Packet) {
@@ -665,7 +677,7 @@ impl Buffered {
                         None => u.pending_write = Some(data),
                     }
                     if let Some(r) = reply {
-                        m.schedule_design(m.now + m.hop_ps, r);
+                        m.schedule_design(m.now + m.ack_ps, r);
                     }
                 } else {
                     m.mc_write(mc, data, reply);
@@ -696,7 +708,7 @@ impl Buffered {
         if to_mem.mask != 0 {
             m.mc_write(mc, to_mem, reply);
         } else if let Some(r) = reply {
-            m.schedule_design(m.now + m.hop_ps, r);
+            m.schedule_design(m.now + m.ack_ps, r);
         }
     }
 
