@@ -45,14 +45,23 @@ impl Cfg {
     }
 }
 
+/// The switches of configs/asap-artifact.toml.
+fn artifact_sets() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("rt.undo_reads_pm", "false"),
+        ("rt.delay_through_wpq", "false"),
+        ("noc.ack_ns", "10"),
+        ("noc.cdr_ns", "0.5"),
+        ("baseline.flush", "clflush"),
+    ]
+}
+
 fn configs() -> Vec<Cfg> {
     let tiny = vec![("pb.entries", "1"), ("et.entries", "1"), ("rt.entries", "1"), ("mc.wpq_entries", "1")];
     let mut tiny_one_mc = tiny.clone();
     tiny_one_mc.push(("mc.count", "1"));
-    // The ASAP artifact's simplifications (configs/asap-artifact.toml) must stay crash-consistent.
-    let artifact =
-        vec![("rt.undo_reads_pm", "false"), ("noc.ack_ns", "10"), ("noc.cdr_ns", "0.5"), ("baseline.flush", "clflush")];
-    vec![Cfg { sets: vec![] }, Cfg { sets: tiny }, Cfg { sets: tiny_one_mc }, Cfg { sets: artifact }]
+    // The ASAP artifact's simplifications must stay crash-consistent.
+    vec![Cfg { sets: vec![] }, Cfg { sets: tiny }, Cfg { sets: tiny_one_mc }, Cfg { sets: artifact_sets() }]
 }
 
 fn text(t: &Trace) -> String {
@@ -412,8 +421,7 @@ fn random_traces_under_every_design_exhaustively() {
             sets.push(("mc.count", "1"));
         }
         if r.below(3) == 0 {
-            sets.extend([("rt.undo_reads_pm", "false"), ("noc.ack_ns", "10"), ("noc.cdr_ns", "0.5")]);
-            sets.push(("baseline.flush", "clflush"));
+            sets.extend(artifact_sets());
         }
         let cfg = Cfg { sets };
         // Release persistency is defined for data-race-free programs: designs promising it see
@@ -436,4 +444,37 @@ fn random_traces_under_every_design_exhaustively() {
     }
     assert!(bad.is_empty(), "{} failing (seed, design):\n{}", bad.len(), bad.join("\n"));
     assert!(images > 100, "only {images} crash images");
+}
+
+/// The ASAP artifact's switches (configs/asap-artifact.toml) change the persist path of every
+/// design: every workload under every design stays consistent, and recovers, under them.
+#[test]
+fn artifact_switches_keep_every_workload_consistent() {
+    let cfg = Cfg { sets: artifact_sets() };
+    let n = env_u64("PMSIM_ARTIFACT_CRASHES", 100) as usize;
+    let mut bad = Vec::new();
+    for w in pmsim_workloads::names() {
+        let mut p = std::collections::BTreeMap::new();
+        p.insert("ops".to_string(), "40".to_string());
+        let g = pmsim_workloads::generate(w, &p).unwrap();
+        let trace = Arc::new(g.trace);
+        for d in DESIGNS {
+            let req = Request {
+                trace: trace.clone(),
+                design: d.name.to_string(),
+                allow_broken: false,
+                config: cfg.config(),
+                instants: Instants::Random { n, seed: 7 },
+                model: None,
+                recovery: Some(&*g.recovery),
+                replay_input: format!("--workload {w} -p ops=40"),
+                max_failures: 1,
+            };
+            let r = run(&req).unwrap_or_else(|e| panic!("{w} under {}: {e}", d.name));
+            if let Some(f) = r.failures.first() {
+                bad.push(format!("{w} under {}: replay: {}", d.name, f.replay));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{} failing:\n{}", bad.len(), bad.join("\n"));
 }

@@ -96,6 +96,7 @@ config! {
         entries: usize = 32, "records", "recovery table per MC (ASAP undo + delay records)";
         bloom_counters: usize = 256, "counters", "counting Bloom filter per MC for NACKed lines";
         undo_reads_pm: bool = true, "", "an undo record is created by reading the line's old contents from PM (latency and read bandwidth); false: the ASAP artifact's free undo records";
+        delay_through_wpq: bool = true, "", "a delay record is applied at its epoch's commit as a write through the WPQ (queue entry, media bandwidth); false: the ASAP artifact's functional application";
         early_ack: String = "accept".into(), "name", "when an MC acknowledges an early flush that creates an undo record: accept (the record, in the ADR domain, holds the write while the PM read of the old line is in flight) | after_read (only once the read returned and the write entered the WPQ)";
     }
     baseline: BaselineCfg {

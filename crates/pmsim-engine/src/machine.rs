@@ -493,6 +493,19 @@ impl Machine {
         }
     }
 
+    /// A write applied by MC `mc` at once, outside its WPQ and media bandwidth (the ASAP
+    /// artifact's functional delay records, `rt.delay_through_wpq = false`); `reply` one ACK later.
+    pub fn mc_apply_functional(&mut self, mc: usize, data: LineData, reply: Option<DesignEv>) {
+        self.mcs[mc].apply_functional(&data, if self.track_data { Some(&mut self.nvm) } else { None });
+        if self.track_data {
+            self.nvm_written.push(data.line);
+        }
+        self.persist_version += 1;
+        if let Some(r) = reply {
+            self.schedule(self.now + self.ack_ps, Ev::Design(r));
+        }
+    }
+
     /// A line read arriving at MC `mc` now; `reply` is delivered one hop after the data is ready.
     pub fn mc_read(&mut self, mc: usize, line: u64, reply: DesignEv) {
         let ready = self.mcs[mc].read(self.now, line);

@@ -62,6 +62,7 @@ FAST_MEDIA_GBPS = 10.0
 # (configs/asap-artifact.toml sets the same values).
 ARTIFACT_SWITCHES = [
     ("undo records free", {"rt_undo_reads_pm": "false"}),
+    ("delay records functional", {"rt_delay_through_wpq": "false"}),
     ("ACK at 10 ns", {"noc_ack_ns": 10.0}),
     ("CDR in one cycle", {"noc_cdr_ns": 0.5}),
     ("baseline flushes with clflush", {"baseline_flush": "clflush"}),

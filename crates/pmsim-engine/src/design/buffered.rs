@@ -184,6 +184,8 @@ pub struct Buffered {
     cdr_ps: u64,
     /// Undo records read the old line from PM (`rt.undo_reads_pm`).
     undo_reads_pm: bool,
+    /// Delay records are applied through the WPQ at commit (`rt.delay_through_wpq`).
+    delay_through_wpq: bool,
     poll_ps: u64,
     poll_access_ps: u64,
     c: Counters,
@@ -229,6 +231,7 @@ impl Buffered {
             flush_ps: ns(cfg.pb.flush_ns),
             cdr_ps: ns(cfg.noc.cdr_ns),
             undo_reads_pm: cfg.rt.undo_reads_pm,
+            delay_through_wpq: cfg.rt.delay_through_wpq,
             poll_ps: cfg.hops.poll_cycles * cyc,
             poll_access_ps: cfg.hops.access_cycles * cyc,
             c: Counters::default(),
@@ -564,7 +567,7 @@ impl Buffered {
         }
         if self.policy == Policy::Hops || !p.early {
             self.rts[mc].bloom_remove(p.data.line);
-            self.safe_write(m, mc, p.data, Some(ack), Some((p.core, p.epoch)));
+            self.safe_write(m, mc, p.data, Some(ack), Some((p.core, p.epoch)), false);
             return;
         }
         let has_undo = self.rts[mc].has_undo(p.data.line);
@@ -663,6 +666,7 @@ impl Buffered {
         data: LineData,
         reply: Option<DesignEv>,
         writer: Option<(u16, u64)>,
+        functional: bool,
     ) {
         let mut to_mem = data;
         if let Some(u) = self.rts[mc].undo_for(data.line) {
@@ -679,6 +683,8 @@ impl Buffered {
                     if let Some(r) = reply {
                         m.schedule_design(m.now + m.ack_ps, r);
                     }
+                } else if functional {
+                    m.mc_apply_functional(mc, data, reply);
                 } else {
                     m.mc_write(mc, data, reply);
                 }
@@ -705,7 +711,9 @@ impl Buffered {
             }
             m.persist_version += 1;
         }
-        if to_mem.mask != 0 {
+        if to_mem.mask != 0 && functional {
+            m.mc_apply_functional(mc, to_mem, reply);
+        } else if to_mem.mask != 0 {
             m.mc_write(mc, to_mem, reply);
         } else if let Some(r) = reply {
             m.schedule_design(m.now + m.ack_ps, r);
@@ -791,7 +799,7 @@ impl Buffered {
         for d in delays {
             let reply = Self::ev(COMMIT_WRITE, c, ((mc as u64) << 48) | ts);
             // As the writer's own: an undo record of this epoch still held above is older.
-            self.safe_write(m, mc, d, Some(reply), Some((c as u16, ts)));
+            self.safe_write(m, mc, d, Some(reply), Some((c as u16, ts)), !self.delay_through_wpq);
         }
     }
 
