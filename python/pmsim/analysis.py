@@ -185,9 +185,15 @@ def add_parser(sub: Any) -> None:
         help="strict, epoch, strand, all, or a comma-separated list (racing epochs: epoch on "
         "a workload's variant=racing)",
     )
-    an.add_argument("--atomic-bytes", type=int, default=8, metavar="A", help="atomic persist size (8..256, default 8)")
-    an.add_argument("--track-bytes", type=int, default=8, metavar="G", help="tracking granularity (8..256, default 8)")
-    an.add_argument("--persist-ns", type=float, default=500.0, metavar="L", help="persist latency (default 500)")
+    an.add_argument(
+        "--atomic-bytes", type=int, default=8, metavar="A", help="atomic persist size (8..256, default 8)"
+    )
+    an.add_argument(
+        "--track-bytes", type=int, default=8, metavar="G", help="tracking granularity (8..256, default 8)"
+    )
+    an.add_argument(
+        "--persist-ns", type=float, default=500.0, metavar="L", help="persist latency (default 500)"
+    )
     an.add_argument(
         "--instr-ops-per-s",
         type=float,

@@ -366,7 +366,14 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 
     if a.paper != "asap":
         raise PmsimError(f"unknown paper '{a.paper}' (valid: asap)")
-    asap.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet, cache=not a.no_cache)
+    asap.reproduce(
+        out=a.out,
+        scale=a.scale,
+        workers=a.jobs,
+        progress=not a.quiet,
+        cache=not a.no_cache,
+        config=a.config,
+    )
     return 0
 
 
@@ -628,6 +635,9 @@ def parser() -> argparse.ArgumentParser:
     )
     rp.add_argument(
         "--out", default="results", metavar="DIR", help="output folder (results go to DIR/PAPER/)"
+    )
+    rp.add_argument(
+        "--config", metavar="FILE", help="run the whole evaluation under this TOML machine configuration"
     )
     rp.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
     rp.add_argument(

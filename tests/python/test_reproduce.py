@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -60,3 +62,86 @@ def test_reproduce_asap_quick(cli, tmp_path: Path):
     assert list(runs.columns) == list(pd.read_csv(d / "runs.csv").columns) and len(runs) > 0
     notes = (d / "NOTES.txt").read_text()
     assert notes.startswith("pmsim reproduction of the ASAP paper") and "--scale quick" in notes
+    # Fig 10: every design at 1/2/4/8 threads, normalised to 1-thread HOPS-RP
+    f10 = pd.read_csv(d / "fig10_scaling.csv")
+    assert list(f10.columns) == ["design", "threads", "speedup"]
+    assert sorted(set(f10.threads)) == [1, 2, 4, 8]
+    hops = f10[f10.design == "hops-rp"].set_index("threads").speedup
+    asap = f10[f10.design == "asap-rp"].set_index("threads").speedup
+    assert hops[1] == 1.0
+    assert (asap > hops).all(), (asap, hops)  # the paper's claim, which pmsim reproduces
+    assert hops.is_monotonic_increasing and asap.is_monotonic_increasing
+    assert (d / "fig10_scaling.png").read_bytes()[:8] == PNG
+    assert (d / "fig10_scaling.md").read_text().startswith("| threads |")
+    # under pmsim's defaults the geomean ordering baseline < hops < asap <= eadr holds
+    g = fig8.loc["geomean"]
+    for model in ("ep", "rp"):
+        assert 1.0 < g[f"hops-{model}"] < g[f"asap-{model}"] <= g["eadr"], g
+    # ablation: default row, each switch cumulatively and alone, and the dfence frequency
+    abl = pd.read_csv(d / "ablation.csv", index_col=0)
+    assert abl.index[0] == "default" and (abl["baseline"] == 1.0).all()
+    assert set(abl.kind) == {"default", "cumulative", "alone"}
+    last = abl[abl.kind == "cumulative"].iloc[-2]  # every artifact switch, before the dfence row
+    for _, switches in asap_switches():
+        for k in switches:
+            assert k in last.switches, (k, last.switches)
+    assert abl.loc["+ durable_every=16"].switches.endswith("durable_every=16")
+    # a switch that makes the baseline slower raises every other design's speedup
+    assert abl.loc["only baseline flushes with clflush", "eadr"] > abl.loc["default", "eadr"]
+    paper = (d / "PAPER.md").read_text()
+    assert "2.29×" in paper and "| Fig 8: ASAP-RP over baseline (geomean) | 2.29× | " in paper
+    row = next(line for line in paper.splitlines() if line.startswith("| Fig 8: ASAP-RP"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert abs(float(cells[2]) - g["asap-rp"]) < 0.006  # the pmsim column is Fig 8's geomean
+    assert abs(float(cells[3]) - last["asap-rp"]) < 0.006  # the artifact column is the ablation's
+
+
+def asap_switches():
+    from pmsim.experiments import asap
+
+    return asap.ARTIFACT_SWITCHES
+
+
+def test_artifact_config_file_sets_exactly_the_ablation_switches(repo_root: Path):
+    with open(repo_root / "configs" / "asap-artifact.toml", "rb") as f:
+        doc = tomllib.load(f)
+    flat = {f"{s}_{k}": v for s, t in doc.items() for k, v in t.items()}
+    want = {}
+    for _, switches in asap_switches():
+        want.update(switches)
+    norm = {
+        k: str(v).lower() if isinstance(v, bool) else str(float(v)) if isinstance(v, int | float) else v
+        for k, v in flat.items()
+    }
+    want = {k: str(float(v)) if isinstance(v, int | float) else v for k, v in want.items()}
+    assert norm == want
+
+
+def test_reproduce_asap_under_a_config_file(cli, tmp_path: Path):
+    cfg = tmp_path / "slow-acks.toml"
+    cfg.write_text("[noc]\nack_ns = 40.0\n")
+    out = tmp_path / "results"
+    cli("reproduce", "asap", "--scale", "quick", "--out", out, "--config", cfg, "-q", check=True)
+    d = out / "asap-slow-acks"
+    fig8 = pd.read_csv(d / "fig8_speedup.csv", index_col=0)
+    assert (fig8["baseline"] == 1.0).all()
+    assert "noc_ack_ns=40.0" in (d / "NOTES.txt").read_text()
+    assert "configuration `" in (d / "PAPER.md").read_text()
+    runs = pd.read_csv(d / "runs.csv")
+    assert not runs.empty and "ablation" not in set(runs.experiment)
+
+
+@pytest.mark.parametrize(
+    "body, mentions",
+    [("[noc]\nfrob_ns = 1\n", ["frob"]), ("[noc\n", ["bad.toml"]), ("[noc]\nack_ns = -3.0\n", ["ack_ns"])],
+    ids=["unknown-key", "syntax", "bad-value"],
+)
+def test_reproduce_bad_config_is_one_clear_line(cli, tmp_path: Path, body: str, mentions: list[str]):
+    (tmp_path / "bad.toml").write_text(body)
+    p = cli("reproduce", "asap", "--config", tmp_path / "bad.toml", "--out", tmp_path / "out", cwd=tmp_path)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pmsim: error: "), p.stderr
+    for m in mentions:
+        assert m in lines[0], (m, lines[0])
+    assert not (tmp_path / "out").exists()

@@ -90,6 +90,8 @@ config! {
     noc: NocCfg {
         hop_ns: f64 = 20.0, "ns", @LATENCY_NS, "on-chip message core<->core and core<->MC without data (forwards, ACK, commit, CDR, NACK)";
         writeback_ns: f64 = 60.0, "ns", @LATENCY_NS, "cache line write-back from a core's caches to an MC (clwb, non-temporal and LLC write-backs); the same data path as pb.flush_ns";
+        ack_ns: f64 = 20.0, "ns", @LATENCY_NS, "an MC's acknowledgement of an accepted write back to its sender (the ASAP artifact: 10)";
+        cdr_ns: f64 = 20.0, "ns", @LATENCY_NS, "ASAP's cross-thread dependency resolution (CDR) message core->core (the artifact's oracle map: one cycle, 0.5)";
     }
     mc: McCfg {
         count: usize = 2, "MCs", @int(1, 16), "PM memory controllers";
@@ -132,6 +134,8 @@ config! {
     rt: RtCfg {
         entries: usize = 32, "records", @int(1, 1 << 16), "recovery table per MC (ASAP undo + delay records)";
         bloom_counters: usize = 256, "counters", @int(1, 1 << 20), "counting Bloom filter per MC for NACKed lines";
+        undo_reads_pm: bool = true, "", @BOOL, "an undo record is created by reading the line's old contents from PM (latency and read bandwidth); false: the ASAP artifact's free undo records";
+        delay_through_wpq: bool = true, "", @BOOL, "a delay record is applied at its epoch's commit as a write through the WPQ (queue entry, media bandwidth); false: the ASAP artifact's functional application";
         early_ack: String = "accept".into(), "name", @one_of(&["accept", "after_read"]), "when an MC acknowledges an early flush that creates an undo record: accept (the record, in the ADR domain, holds the write while the PM read of the old line is in flight) | after_read (only once the read returned and the write entered the WPQ)";
     }
     broi: BroiCfg {
@@ -143,6 +147,9 @@ config! {
         starvation_ns: f64 = 2000.0, "ns", @LATENCY_NS, "a remote request blocked this long is scheduled like a local one";
         remote_low_util_pct: f64 = 50.0, "%", @num(0.0, 100.0), "remote requests go to a bank with no local candidate only while the MC write queue is below this occupancy";
         step_ns: f64 = 0.4, "ns", @LATENCY_NS, "latency of one scheduling step (the seed's synthesised controller: 0.4 ns)";
+    }
+    baseline: BaselineCfg {
+        flush: String = "clwb".into(), "name", @one_of(&["clwb", "clflush"]), "instruction the baseline's fences flush with: clwb (the line stays cached) | clflush (the line is invalidated, so its next access misses to PM: the ASAP artifact's baseline)";
     }
     hops: HopsCfg {
         poll_cycles: u64 = 500, "cycles", @int(1, 1_000_000_000), "global TS register polling period";
@@ -220,6 +227,11 @@ impl Config {
                 .map(toml::Value::Float)
                 .map_err(|_| param_err(&name, format!("'{value}' is not a number")))?,
             toml::Value::String(_) => toml::Value::String(value.to_string()),
+            toml::Value::Boolean(_) => match value.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "on" | "yes" => toml::Value::Boolean(true),
+                "false" | "0" | "off" | "no" => toml::Value::Boolean(false),
+                _ => return Err(param_err(&name, format!("'{value}' is not a boolean (true or false)"))),
+            },
             _ => return Err(param_err(&name, "cannot be set")),
         };
         *slot = parsed;

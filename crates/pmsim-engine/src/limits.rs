@@ -51,6 +51,9 @@ pub const fn one_of(names: &'static [&'static str]) -> Limit {
 /// past its end (`crate::sim::MAX_SIM_PS`).
 pub const LATENCY_NS: Limit = num(0.0, 1e9);
 
+/// A switch: `true` or `false` (TOML booleans; `--set x=true`).
+pub const BOOL: Limit = Limit::Choice(&["true", "false"]);
+
 /// What a parameter whose line names no range accepts: any value of its type (finite and
 /// non-negative for numbers). Kept so a parameter added without a range still builds; the
 /// test `every_parameter_declares_its_range` lists such parameters.

@@ -376,6 +376,8 @@ pub struct Machine {
     /// Bumped whenever the persistent state (NVM, WPQs, a design's domain) changes.
     pub persist_version: u64,
     pub hop_ps: u64,
+    /// An MC's ACK of an accepted write back to its sender (`noc.ack_ns`).
+    pub ack_ps: u64,
     /// Line write-back from a core to an MC (clwb, LLC write-back).
     pub writeback_ps: u64,
     pub cycle_ps: u64,
@@ -428,6 +430,7 @@ impl Machine {
             log: None,
             persist_version: 0,
             hop_ps: ns(cfg.noc.hop_ns),
+            ack_ps: ns(cfg.noc.ack_ns),
             writeback_ps: ns(cfg.noc.writeback_ns),
             cycle_ps: cfg.cycle_ps(),
             l1_ps: ns(cfg.l1.latency_ns),
@@ -490,7 +493,7 @@ impl Machine {
             }
             self.persist_version += 1;
             if let Some(r) = reply {
-                self.schedule(now + self.hop_ps, Ev::Design(r));
+                self.schedule(now + self.ack_ps, Ev::Design(r));
             }
         }
         self.mc_outputs(mc);
@@ -523,6 +526,19 @@ impl Machine {
         m.out_wakes = wakes;
         m.out_replies = replies;
         m.out_retired = retired;
+    }
+
+    /// A write applied by MC `mc` at once, outside its WPQ and media bandwidth (the ASAP
+    /// artifact's functional delay records, `rt.delay_through_wpq = false`); `reply` one ACK later.
+    pub fn mc_apply_functional(&mut self, mc: usize, data: LineData, reply: Option<DesignEv>) {
+        self.mcs[mc].apply_functional(&data, if self.track_data { Some(&mut self.nvm) } else { None });
+        if self.track_data {
+            self.nvm_written.push(data.line);
+        }
+        self.persist_version += 1;
+        if let Some(r) = reply {
+            self.schedule(self.now + self.ack_ps, Ev::Design(r));
+        }
     }
 
     /// A line read arriving at MC `mc` now; `reply` is delivered one hop after the data is ready.
@@ -561,7 +577,7 @@ impl Machine {
         for &(reply, done) in &acc {
             self.schedule(done, Ev::McDone(mc as u16));
             if let Some(r) = reply {
-                self.schedule(self.now + self.hop_ps, Ev::Design(r));
+                self.schedule(self.now + self.ack_ps, Ev::Design(r));
             }
         }
         self.mc_accepted = acc;

@@ -347,7 +347,7 @@ impl Simulator {
                 self.m.record_load(c, ev.gid, ev.addr, ev.size);
                 if ev.kind == Kind::Acquire {
                     let releaser = self.sync_performed(ev.addr, ev.gid, c, false);
-                    self.design.on_acquire(&mut self.m, c, releaser);
+                    self.design.on_acquire_at(&mut self.m, c, ev.addr, releaser);
                 }
                 let core = &mut self.m.cores[c];
                 core.time += ppi / 1000 + lat;
@@ -626,7 +626,7 @@ impl Simulator {
                     // the release it synchronises with.
                     if head.kind == Kind::Rmw {
                         let releaser = self.releaser_of(head.addr, c);
-                        self.design.on_acquire(&mut self.m, c, releaser);
+                        self.design.on_acquire_at(&mut self.m, c, head.addr, releaser);
                     }
                     let lat = self.perform_head(c, &head);
                     self.sync_performed(head.addr, head.gid, c, true);

@@ -22,7 +22,8 @@ pub trait Workload: Sync {
 }
 
 /// Every built-in workload, grouped as in the ASAP paper's Table III.
-pub static WORKLOADS: &[&dyn Workload] = &[&crate::micro::bandwidth::Bandwidth, &crate::micro::array::ArrayUpdate];
+pub static WORKLOADS: &[&dyn Workload] =
+    &[&crate::micro::bandwidth::Bandwidth, &crate::micro::array::ArrayUpdate, &crate::micro::hotline::HotLine];
 
 pub fn names() -> Vec<&'static str> {
     all().map(|w| w.name()).collect()

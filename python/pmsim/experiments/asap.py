@@ -2,23 +2,32 @@
 
 Figures: 8 (speedup over the Intel baseline, 4 cores, 2 MCs), 2 (epochs and cross-thread
 dependencies per ms), 3 (persist-buffer flushing stalls under HOPS), 9 (PM writes normalised to
-HOPS), 11 (PB occupancy), 12 (recovery-table maximum occupancy), 13 (ordered-bandwidth
-microbenchmark, 1 and 4 threads). Beyond the paper, the sensitivity of Fig 8's geomeans to the
+HOPS), 10 (thread scaling: throughput at 1/2/4/8 threads normalised to 1-thread HOPS-RP), 11 (PB
+occupancy), 12 (recovery-table maximum occupancy), 13 (ordered-bandwidth microbenchmark, 1 and 4
+threads). Beyond the paper, the sensitivity of Fig 8's geomeans to the
 two things that decide how much persist latency ASAP can hide: a durability fence after every
 K-th operation instead of every one (``durable_every``), and an on-DIMM buffer that makes the
 undo records' PM reads cheap (``pm.xpbuffer_lines``, the paper's argument in §V-A). A figure
 whose designs are not available yet is skipped with a note. Every number comes from a simulation
 run here; nothing is tuned per workload.
+
+The distance to the paper: ``ablation.csv/.md`` gives the geomean speedups from pmsim's defaults to
+the ASAP artifact's simplifications (``ARTIFACT_SWITCHES``, the same as
+``configs/asap-artifact.toml``), one switch at a time, cumulative and alone, plus the durability
+fence frequency; ``PAPER.md`` puts every number the paper states beside pmsim's. ``config=FILE``
+runs the whole evaluation under a configuration file (into ``asap-<file stem>/``).
 """
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pandas as pd
 
 from pmsim import api, plots
 from pmsim.cli import write_atomic
+from pmsim.experiments import asap_paper as paper
 from pmsim.sweep import jobs_for, run_jobs, write_table
 
 PAPER_DESIGNS = ["baseline", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "bbb", "eadr"]
@@ -47,7 +56,21 @@ SENSITIVITY = {
 }
 SENSITIVITY_DESIGNS = ["baseline", "hops-rp", "asap-rp", "eadr"]
 BW_THREADS = [1, 4]
+FIG10_THREADS = [1, 2, 4, 8]
 FAST_MEDIA_GBPS = 10.0
+# The artifact's simplifications as pmsim switches, in the order the ablation adds them
+# (configs/asap-artifact.toml sets the same values).
+ARTIFACT_SWITCHES = [
+    ("undo records free", {"rt_undo_reads_pm": "false"}),
+    ("delay records functional", {"rt_delay_through_wpq": "false"}),
+    ("ACK at 10 ns", {"noc_ack_ns": 10.0}),
+    ("CDR in one cycle", {"noc_cdr_ns": 0.5}),
+    ("baseline flushes with clflush", {"baseline_flush": "clflush"}),
+]
+# Not a machine switch: how many operations share one durability fence (workload parameter).
+FEW_DFENCES = ("durable_every=16", {"durable_every": 16})
+ABLATION_DESIGNS = ["baseline", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "eadr"]
+ABLATION_OPS = {"quick": 200, "full": 4000}
 
 
 def available() -> tuple[list[str], list[str]]:
@@ -58,22 +81,50 @@ def available() -> tuple[list[str], list[str]]:
     return designs, workloads
 
 
+def config_overrides(path: str | Path) -> dict[str, str]:
+    """A TOML configuration file as run keyword arguments (``section_key=value``)."""
+    from pmsim import PmsimError
+
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as e:
+        raise PmsimError(f"{path}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise PmsimError(f"{path}: {e}") from None
+    out = {}
+    for section, table in doc.items():
+        if not isinstance(table, dict):
+            raise PmsimError(f"{path}: '{section}' is not a [section]")
+        for key, v in table.items():
+            out[f"{section}_{key}"] = str(v).lower() if isinstance(v, bool) else str(v)
+    api.config(**out)  # rejects unknown names and bad values, naming the parameter
+    return out
+
+
 def reproduce(
     out: str = "results",
     scale: str = "quick",
     workers: int | None = None,
     progress: bool = True,
     cache: bool = True,
+    config: str | None = None,
 ) -> Path:
-    outdir = Path(out) / "asap"
+    base = config_overrides(config) if config else {}
+    outdir = Path(out) / ("asap" if not config else f"asap-{Path(config).stem}")
     outdir.mkdir(parents=True, exist_ok=True)
     designs, workloads = available()
     sc = SCALES[scale]
     missing = [d for d in PAPER_DESIGNS if d not in designs]
     notes = []
+    if config:
+        notes.append(f"configuration: {config} ({', '.join(f'{k}={v}' for k, v in base.items())})")
     if missing:
         notes.append(f"designs not available yet, figures using them are partial: {', '.join(missing)}")
     jobs = _tagged("fig8", jobs_for(designs, workloads, threads=4, ops=sc["ops"]))
+    # Fig 10 reuses Fig 8's 4-thread runs; the core count follows the thread count.
+    more = [t for t in FIG10_THREADS if t != 4]
+    jobs += _tagged("fig10", jobs_for(designs, workloads, {"threads": more}, ops=sc["ops"]))
     jobs += _tagged("fig13", jobs_for(designs, ["bandwidth"], {"threads": BW_THREADS}, ops=sc["bw_ops"]))
     # The same single thread with media write bandwidth that no design saturates: what eager
     # flushing gains when only the flush round trips limit it.
@@ -86,6 +137,11 @@ def reproduce(
         jobs += _tagged(
             "sensitivity", jobs_for(sens_designs, workloads, threads=4, ops=sc["ops"], **params), variant
         )
+    abl_designs = [d for d in ABLATION_DESIGNS if d in designs]
+    if not config:
+        jobs += _ablation_jobs(abl_designs, workloads, ABLATION_OPS[scale])
+    for j in jobs:
+        j["params"] = {**base, **j["params"]}
     df = run_jobs(jobs, workers=workers, progress=progress, desc="ASAP evaluation", cache=cache)
     write_atomic(outdir / "runs.csv", df.to_csv(index=False))
     write_table(df, str(outdir / "runs.parquet"))
@@ -113,6 +169,23 @@ def reproduce(
         path=outdir / "fig8_speedup.png",
         table=False,
     )
+    scaling = _scaling(pd.concat([main, df[df.experiment == "fig10"]]), designs)
+    if scaling is not None:
+        write_atomic(outdir / "fig10_scaling.csv", scaling.round(4).to_csv(index=False))
+        wide = scaling.pivot_table(index="threads", columns="design", values="speedup", sort=False)
+        wide = wide[[d for d in designs if d in wide.columns]]
+        write_atomic(outdir / "fig10_scaling.md", _markdown(wide.round(2)))
+        plots.lines(
+            scaling,
+            x="threads",
+            y="speedup",
+            hue="design",
+            title="Fig 10: throughput scaling (geomean over workloads, vs 1-thread HOPS-RP)",
+            ylabel="throughput / HOPS-RP at 1 thread",
+            path=outdir / "fig10_scaling.png",
+        )
+    else:
+        notes.append("Fig 10 needs hops-rp")
     bw = df[df.experiment == "fig13"].copy()
     bw["media_write_gbps"] = bw["pm_write_gbps"].fillna(api.config()["pm"]["write_gbps"])
     bw["bench"] = [
@@ -154,6 +227,14 @@ def reproduce(
             table=False,
         )
     _optional_figures(main, designs, outdir, notes)
+    abl = _ablation(df[df.experiment == "ablation"], abl_designs) if not config else None
+    if abl is not None:
+        write_atomic(outdir / "ablation.csv", abl.round(3).to_csv())
+        write_atomic(outdir / "ablation.md", _ablation_markdown(abl))
+    write_atomic(
+        outdir / "PAPER.md",
+        paper.render(main=main, scaling=scaling, bw=bw, ablation=abl, scale=scale, config=config),
+    )
     write_atomic(outdir / "NOTES.txt", _notes_text(scale, sc, designs, workloads, notes))
     print(f"Fig 8 — speedup over baseline ({scale} scale, {sc['ops']} ops/thread, 4 threads):")
     print(table.round(2).to_string())
@@ -163,9 +244,15 @@ def reproduce(
         .round(2)
         .to_string()
     )
+    if scaling is not None:
+        print("Fig 10 — throughput vs 1-thread HOPS-RP (geomean over workloads):")
+        print(wide.round(2).to_string())
     if sens is not None:
         print("Geomean speedup over baseline, sensitivity:")
         print(sens.round(2).to_string())
+    if abl is not None:
+        print("Ablation: geomean speedup over baseline, defaults -> artifact switches:")
+        print(abl.drop(columns=["switches"]).round(2).to_string())
     for n in notes:
         print("note:", n)
     print(f"results in {outdir}/")
@@ -195,6 +282,58 @@ def _notes_text(scale: str, sc: dict, designs: list[str], workloads: list[str], 
     return "\n".join(lines) + "\n"
 
 
+def _ablation_variants() -> list[tuple[str, str, dict]]:
+    """(row name, kind, overrides): defaults, each switch added cumulatively, each alone, and the
+    durability-fence frequency alone and on top of every switch."""
+    rows = [("default", "default", {})]
+    acc: dict = {}
+    for i, (name, ov) in enumerate(ARTIFACT_SWITCHES):
+        acc = {**acc, **ov}
+        rows.append((("" if i == 0 else "+ ") + name, "cumulative", dict(acc)))
+    for name, ov in ARTIFACT_SWITCHES[1:]:
+        rows.append((f"only {name}", "alone", dict(ov)))
+    rows.append((f"only {FEW_DFENCES[0]}", "alone", dict(FEW_DFENCES[1])))
+    rows.append((f"+ {FEW_DFENCES[0]}", "cumulative", {**acc, **FEW_DFENCES[1]}))
+    return rows
+
+
+def _ablation_jobs(designs: list[str], workloads: list[str], ops: int) -> list[dict]:
+    jobs = []
+    for name, _, ov in _ablation_variants():
+        jobs += _tagged("ablation", jobs_for(designs, workloads, threads=4, ops=ops, **ov), name)
+    return jobs
+
+
+def _ablation(runs: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:
+    """Geomean speedup over the baseline of the same variant, one row per ablation variant."""
+    if runs.empty or "baseline" not in designs:
+        return None
+    rows = {}
+    for name, kind, ov in _ablation_variants():
+        g = runs[runs.variant == name]
+        base = g[g.design == "baseline"].set_index("workload")["sim_time_ns"]
+        sp = g.assign(speedup=g.workload.map(base) / g.sim_time_ns)
+        row = sp.groupby("design")["speedup"].apply(_geomean)
+        rows[name] = {"kind": kind, "switches": " ".join(f"{k}={v}" for k, v in ov.items()), **row.to_dict()}
+    out = pd.DataFrame(rows).T[["kind", "switches", *designs]]
+    out[designs] = out[designs].astype(float)
+    out.index.name = "variant"
+    return out
+
+
+def _ablation_markdown(abl: pd.DataFrame) -> str:
+    designs = [c for c in abl.columns if c not in ("kind", "switches")]
+    lines = ["| variant | kind | " + " | ".join(designs) + " |", "|---|---|" + "---:|" * len(designs)]
+    for idx, r in abl.iterrows():
+        lines.append(f"| {idx} | {r.kind} | " + " | ".join(f"{r[d]:.2f}" for d in designs) + " |")
+    legend = ["", "Geomean speedup over the baseline of the same variant (Fig 8 workloads, 4 threads).", ""]
+    legend.append("Switches (pmsim parameter = the artifact's value):")
+    legend.append("")
+    for name, ov in [*ARTIFACT_SWITCHES, FEW_DFENCES]:
+        legend.append(f"- {name}: " + ", ".join(f"`{k}={v}`" for k, v in ov.items()))
+    return "\n".join(lines + legend) + "\n"
+
+
 def _tagged(experiment: str, jobs: list[dict], variant: str = "default") -> list[dict]:
     for j in jobs:
         j["label"] = {**j["label"], "experiment": experiment, "variant": variant}
@@ -203,6 +342,20 @@ def _tagged(experiment: str, jobs: list[dict], variant: str = "default") -> list
 
 def _geomean(c: pd.Series) -> float:
     return float(c.prod() ** (1.0 / len(c)))
+
+
+def _scaling(runs: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:
+    """Fig 10: per workload, throughput (operations per simulated second) over HOPS-RP's at one
+    thread; geomean over workloads per design and thread count."""
+    if "hops-rp" not in designs:
+        return None
+    ref = runs[(runs.design == "hops-rp") & (runs.threads == 1)].set_index("workload")["ops_per_sec"]
+    r = runs.assign(speedup=runs.ops_per_sec / runs.workload.map(ref))
+    out = r.groupby(["design", "threads"])["speedup"].apply(_geomean).reset_index()
+    out["design"] = pd.Categorical(out.design, categories=designs, ordered=True)
+    out = out.sort_values(["design", "threads"])
+    out["design"] = out.design.astype(str)
+    return out[["design", "threads", "speedup"]].reset_index(drop=True)
 
 
 def _sensitivity(main: pd.DataFrame, extra: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:

@@ -2,10 +2,26 @@
 //!
 //! Stores go to the caches only. At every `ofence`, `dfence` and before every `release`, the
 //! thread write-backs (clwb) each PM line it wrote since its previous fence — one issue per
-//! cycle, each travelling the write-back path to its MC (`noc.writeback_ns`) — and then `sfence` stalls the core until every MC has
-//! acknowledged them. Dirty PM lines evicted from the LLC are written back to the WPQ. Legacy
-//! traces with explicit `clwb`/`sfence` run as written. Promise: release persistency (flushing
-//! before each release), durability at each fence.
+//! cycle, each travelling the write-back path to its MC (`noc.writeback_ns`) — and then `sfence`
+//! stalls the core until every MC has acknowledged them. With `baseline.flush = "clflush"` the
+//! fences flush with clflush instead (the line leaves the caches; its next access misses to PM),
+//! as the ASAP artifact's baseline binaries do. Dirty PM lines evicted from the LLC are
+//! written back to the WPQ. Legacy traces with explicit `clwb`/`sfence` run as written. Promise:
+//! release persistency (flushing before each release), durability at each fence.
+//!
+//! What makes it correct when lines are shared (each was a crash-consistency bug):
+//! - a clwb writes the line back wherever it is dirty in the coherence domain (another core's
+//!   cache included), with the line's coherent data;
+//! - a clwb of a line that is clean only because another write-back of it is still on its way
+//!   (another core's clwb, an LLC eviction) is not done until that write is acknowledged: the
+//!   fence waits for *that* ACK, attributed per line, not for an unrelated one;
+//! - writes of one line reach the MC in the order they were taken (see `flush.rs`);
+//! - a release's (or rmw's) own PM store is written back at once (clwb + sfence, as software
+//!   does for a persistent lock): the releasing thread's later stores, and the later stores of
+//!   every thread that acquires that address, perform only once it is acknowledged (RP: the
+//!   release's store precedes the acquirer's later stores).
+//! - a non-temporal store to a line dirty in a cache first writes that copy back (x86 evicts the
+//!   line; `Hierarchy::nt_store`), so the dirty words of other stores are not silently dropped.
 
 use super::flush::InFlight;
 use super::{Design, DesignStats, PmStore, Promise, Step};
@@ -13,7 +29,7 @@ use crate::config::Config;
 use crate::machine::{DesignEv, Machine, StallCause};
 use crate::mem::nvm::LineData;
 use pmsim_trace::Kind;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 const ARRIVE: u16 = 1;
 const ACK: u16 = 2;
@@ -24,18 +40,38 @@ struct CoreState {
     /// PM lines written since the last fence, in first-write order.
     written: Vec<u64>,
     written_set: FxHashSet<u64>,
+    /// Flush ACKs the next sfence waits for (own writes and writes of others it piggybacks on).
     outstanding: u32,
     waiting: bool,
+    /// Synchronisation lines whose write-back must be acknowledged before this core's next PM
+    /// store performs: (line, the line's write count that must be acknowledged).
+    sync_waits: Vec<(u64, u64)>,
+}
+
+/// Write-backs of one line: sent and acknowledged so far (ACKs of one line come in send order).
+#[derive(Clone, Copy, Default)]
+struct LineFlight {
+    sent: u64,
+    acked: u64,
 }
 
 pub struct Baseline {
     cores: Vec<CoreState>,
     inflight: InFlight,
+    flights: FxHashMap<u64, LineFlight>,
+    /// Fences waiting for another write of a line: (core, line, write count to be acknowledged).
+    piggyback: Vec<(usize, u64, u64)>,
+    /// Cores whose store-buffer drain stalls on `sync_waits` (bit per core).
+    admit_blocked: u64,
     /// false only in the test-only broken variant: sfence does not wait for ACKs.
     stall: bool,
+    /// Fences flush with clflush (`baseline.flush`): the line leaves every cache.
+    invalidate: bool,
     clwbs: u64,
     fence_flushes: u64,
     writebacks: u64,
+    release_flushes: u64,
+    flush_piggybacks: u64,
 }
 
 impl Baseline {
@@ -43,10 +79,16 @@ impl Baseline {
         Baseline {
             cores: (0..64.max(cfg.core.count)).map(|_| CoreState::default()).collect(),
             inflight: InFlight::default(),
+            flights: FxHashMap::default(),
+            piggyback: Vec::new(),
+            admit_blocked: 0,
             stall: true,
+            invalidate: cfg.baseline.flush == "clflush",
             clwbs: 0,
             fence_flushes: 0,
             writebacks: 0,
+            release_flushes: 0,
+            flush_piggybacks: 0,
         }
     }
 
@@ -55,16 +97,38 @@ impl Baseline {
         Baseline { stall: false, ..Baseline::new(cfg) }
     }
 
+    /// Sends `data` to its MC at `at`; the ACK names the line (and `core`, whose fence waits).
+    fn send(&mut self, m: &mut Machine, at: u64, data: LineData, core: u16) {
+        self.flights.entry(data.line).or_default().sent += 1;
+        let ack = DesignEv { tag: ACK, core, arg: data.line };
+        self.inflight.send(m, at, data, Some(ack), ARRIVE);
+        if core != NO_CORE {
+            self.cores[core as usize].outstanding += 1;
+        }
+    }
+
+    /// The count of `line`'s writes that must be acknowledged for everything sent so far to be
+    /// persistent, if some are still unacknowledged.
+    fn pending(&self, line: u64) -> Option<u64> {
+        self.flights.get(&line).filter(|f| f.acked < f.sent).map(|f| f.sent)
+    }
+
     /// clwb of one line by `core`, issued `delay` after now. Returns whether a write was sent.
     fn clwb(&mut self, m: &mut Machine, core: usize, line: u64, delay: u64) -> bool {
-        let reach = m.hier.locate(core, line);
         if !m.hier.clean(line) {
+            // Clean, but maybe only because a write-back is on its way: wait for its ACK.
+            if let Some(target) = self.pending(line) {
+                self.piggyback.push((core, line, target));
+                self.cores[core].outstanding += 1;
+                self.flush_piggybacks += 1;
+            }
             return false;
         }
+        // The line may be dirty in another core's cache: the request snoops it there.
+        let reach = m.hier.locate(core, line) + m.hier.remote_owner_hop(core, line);
         let data = m.coherent_line(line);
         let at = m.now + delay + reach + m.writeback_ps;
-        self.inflight.send(m, at, data, Some(DesignEv { tag: ACK, core: core as u16, arg: 0 }), ARRIVE);
-        self.cores[core].outstanding += 1;
+        self.send(m, at, data, core as u16);
         self.clwbs += 1;
         true
     }
@@ -76,6 +140,9 @@ impl Baseline {
         for (i, &line) in lines.iter().enumerate() {
             if self.clwb(m, core, line, i as u64 * m.cycle_ps) {
                 self.fence_flushes += 1;
+            }
+            if self.invalidate {
+                m.hier.flush_out(line);
             }
         }
         let mut lines = lines;
@@ -91,6 +158,41 @@ impl Baseline {
         } else {
             c.waiting = true;
             Step::Wait(cause)
+        }
+    }
+
+    /// One ACK for `core`'s fence arrived.
+    fn ack_core(&mut self, m: &mut Machine, core: usize) {
+        let c = &mut self.cores[core];
+        c.outstanding -= 1;
+        if c.outstanding == 0 && c.waiting {
+            c.waiting = false;
+            m.sb_head_done(core);
+        }
+    }
+
+    fn on_ack(&mut self, m: &mut Machine, core: u16, line: u64) {
+        let f = self.flights.entry(line).or_default();
+        f.acked += 1;
+        let acked = f.acked;
+        if core != NO_CORE {
+            self.ack_core(m, core as usize);
+        }
+        let mut i = 0;
+        while i < self.piggyback.len() {
+            let (c, l, target) = self.piggyback[i];
+            if l == line && acked >= target {
+                self.piggyback.swap_remove(i);
+                self.ack_core(m, c);
+            } else {
+                i += 1;
+            }
+        }
+        let mut blocked = std::mem::take(&mut self.admit_blocked);
+        while blocked != 0 {
+            let c = blocked.trailing_zeros() as usize;
+            blocked &= blocked - 1;
+            m.resume_drain(c);
         }
     }
 }
@@ -112,17 +214,56 @@ impl Design for Baseline {
         true
     }
 
+    fn admit_store(&mut self, _m: &mut Machine, core: usize, _line: u64) -> Result<(), StallCause> {
+        let flights = &self.flights;
+        let c = &mut self.cores[core];
+        if c.sync_waits.is_empty() || !self.stall {
+            return Ok(());
+        }
+        c.sync_waits.retain(|&(l, target)| flights.get(&l).is_some_and(|f| f.acked < target));
+        if c.sync_waits.is_empty() {
+            Ok(())
+        } else {
+            self.admit_blocked |= 1u64 << (core % 64);
+            Err(StallCause::Fence)
+        }
+    }
+
     fn on_store(&mut self, m: &mut Machine, core: usize, st: &PmStore) {
+        let line = st.data.line;
         if st.nontemporal {
-            // Write-combining straight to the MC; the next sfence waits for it.
+            // Write-combining straight to the MC; the next sfence waits for it. (A copy dirty in
+            // some cache was written back just before: the hierarchy reports it as an eviction.)
             let at = m.now + m.writeback_ps;
-            self.inflight.send(m, at, st.data, Some(DesignEv { tag: ACK, core: core as u16, arg: 0 }), ARRIVE);
-            self.cores[core].outstanding += 1;
+            self.send(m, at, st.data, core as u16);
+            return;
+        }
+        if st.sync {
+            // clwb + sfence of the synchronisation word, as software persists a PM lock.
+            if self.clwb(m, core, line, 0) {
+                self.release_flushes += 1;
+            }
+            if self.invalidate {
+                m.hier.flush_out(line);
+            }
+            if let Some(target) = self.pending(line) {
+                self.cores[core].sync_waits.push((line, target));
+            }
             return;
         }
         let c = &mut self.cores[core];
-        if c.written_set.insert(st.data.line) {
-            c.written.push(st.data.line);
+        if c.written_set.insert(line) {
+            c.written.push(line);
+        }
+    }
+
+    fn on_acquire_at(&mut self, m: &mut Machine, core: usize, addr: u64, _releaser: Option<usize>) {
+        // The release's own store precedes this thread's later stores: they wait for its ACK.
+        if m.is_pm(addr) {
+            let line = addr & !63;
+            if let Some(target) = self.pending(line) {
+                self.cores[core].sync_waits.push((line, target));
+            }
         }
     }
 
@@ -152,7 +293,7 @@ impl Design for Baseline {
         if dirty {
             let data = m.coherent_line(line);
             let at = m.now + m.writeback_ps;
-            self.inflight.send(m, at, data, None, ARRIVE);
+            self.send(m, at, data, NO_CORE);
             self.writebacks += 1;
         }
     }
@@ -160,14 +301,7 @@ impl Design for Baseline {
     fn on_event(&mut self, m: &mut Machine, ev: DesignEv) {
         match ev.tag {
             ARRIVE => self.inflight.arrive(m, ev.arg),
-            ACK if ev.core != NO_CORE => {
-                let c = &mut self.cores[ev.core as usize];
-                c.outstanding -= 1;
-                if c.outstanding == 0 && c.waiting {
-                    c.waiting = false;
-                    m.sb_head_done(ev.core as usize);
-                }
-            }
+            ACK => self.on_ack(m, ev.core, ev.arg),
             _ => {}
         }
     }
@@ -182,14 +316,17 @@ impl Design for Baseline {
         out.insert("clwbs".into(), self.clwbs as f64);
         out.insert("fence_flushes".into(), self.fence_flushes as f64);
         out.insert("llc_writebacks".into(), self.writebacks as f64);
+        out.insert("release_flushes".into(), self.release_flushes as f64);
+        out.insert("flush_piggybacks".into(), self.flush_piggybacks as f64);
     }
 
     fn describe_core(&self, core: usize) -> String {
         match self.cores.get(core) {
             Some(c) => format!(
-                "baseline: {} flushes awaiting ACK, {} lines written since last fence",
+                "baseline: {} flushes awaiting ACK, {} lines written since last fence, {} sync lines awaiting ACK",
                 c.outstanding,
-                c.written.len()
+                c.written.len(),
+                c.sync_waits.len()
             ),
             None => format!("baseline: {} writes in flight", self.inflight.count),
         }

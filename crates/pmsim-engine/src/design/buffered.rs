@@ -180,6 +180,12 @@ pub struct Buffered {
     et_cap: usize,
     wbb_cap: u32,
     flush_ps: u64,
+    /// CDR message latency (`noc.cdr_ns`).
+    cdr_ps: u64,
+    /// Undo records read the old line from PM (`rt.undo_reads_pm`).
+    undo_reads_pm: bool,
+    /// Delay records are applied through the WPQ at commit (`rt.delay_through_wpq`).
+    delay_through_wpq: bool,
     poll_ps: u64,
     poll_access_ps: u64,
     c: Counters,
@@ -223,6 +229,9 @@ impl Buffered {
             et_cap: if policy == Policy::Asap { cfg.et.entries } else { usize::MAX },
             wbb_cap: cfg.pb.wbb_entries as u32,
             flush_ps: ns(cfg.pb.flush_ns),
+            cdr_ps: ns(cfg.noc.cdr_ns),
+            undo_reads_pm: cfg.rt.undo_reads_pm,
+            delay_through_wpq: cfg.rt.delay_through_wpq,
             poll_ps: cfg.hops.poll_cycles * cyc,
             poll_access_ps: cfg.hops.access_cycles * cyc,
             c: Counters::default(),
@@ -485,7 +494,7 @@ impl Buffered {
         if self.policy == Policy::Asap {
             for (_, d) in ready {
                 self.c.cdrs += 1;
-                m.schedule_design(m.now + m.hop_ps, Self::ev(CDR, d as usize, ((c as u64) << 48) | upto));
+                m.schedule_design(m.now + self.cdr_ps, Self::ev(CDR, d as usize, ((c as u64) << 48) | upto));
             }
         }
     }
@@ -552,13 +561,13 @@ impl Buffered {
                 r.data.merge(&p.data);
                 self.rts[mc].bloom_remove(p.data.line);
                 m.persist_version += 1;
-                m.schedule_design(m.now + m.hop_ps, ack);
+                m.schedule_design(m.now + m.ack_ps, ack);
                 return;
             }
         }
         if self.policy == Policy::Hops || !p.early {
             self.rts[mc].bloom_remove(p.data.line);
-            self.safe_write(m, mc, p.data, Some(ack), Some((p.core, p.epoch)));
+            self.safe_write(m, mc, p.data, Some(ack), Some((p.core, p.epoch)), false);
             return;
         }
         let has_undo = self.rts[mc].has_undo(p.data.line);
@@ -598,7 +607,7 @@ impl Buffered {
                 m.note("delay", p.core as usize, p.data.line);
             }
             m.persist_version += 1;
-            m.schedule_design(m.now + m.hop_ps, ack);
+            m.schedule_design(m.now + m.ack_ps, ack);
             return;
         }
         if rt.full() {
@@ -624,12 +633,18 @@ impl Buffered {
             commit_pending: false,
         });
         self.c.undo += 1;
-        self.c.pm_undo_reads += 1;
         m.note("undo", p.core as usize, p.data.line);
         if ack_now {
-            m.schedule_design(m.now + m.hop_ps, ack);
+            m.schedule_design(m.now + m.ack_ps, ack);
         }
-        m.mc_read_local(mc, p.data.line, Self::ev(UNDO_READ, p.core as usize, ((mc as u64) << 58) | p.data.line));
+        let read = Self::ev(UNDO_READ, p.core as usize, ((mc as u64) << 58) | p.data.line);
+        if self.undo_reads_pm {
+            self.c.pm_undo_reads += 1;
+            m.mc_read_local(mc, p.data.line, read);
+        } else {
+            // The artifact's free undo record: the old contents without a PM read.
+            m.schedule_design(m.now, read);
+        }
     }
 
     fn nack(&mut self, m: &mut Machine, mc: usize, p: Packet) {
@@ -651,6 +666,7 @@ impl Buffered {
         data: LineData,
         reply: Option<DesignEv>,
         writer: Option<(u16, u64)>,
+        functional: bool,
     ) {
         let mut to_mem = data;
         if let Some(u) = self.rts[mc].undo_for(data.line) {
@@ -665,8 +681,10 @@ impl Buffered {
                         None => u.pending_write = Some(data),
                     }
                     if let Some(r) = reply {
-                        m.schedule_design(m.now + m.hop_ps, r);
+                        m.schedule_design(m.now + m.ack_ps, r);
                     }
+                } else if functional {
+                    m.mc_apply_functional(mc, data, reply);
                 } else {
                     m.mc_write(mc, data, reply);
                 }
@@ -693,10 +711,12 @@ impl Buffered {
             }
             m.persist_version += 1;
         }
-        if to_mem.mask != 0 {
+        if to_mem.mask != 0 && functional {
+            m.mc_apply_functional(mc, to_mem, reply);
+        } else if to_mem.mask != 0 {
             m.mc_write(mc, to_mem, reply);
         } else if let Some(r) = reply {
-            m.schedule_design(m.now + m.hop_ps, r);
+            m.schedule_design(m.now + m.ack_ps, r);
         }
     }
 
@@ -779,7 +799,7 @@ impl Buffered {
         for d in delays {
             let reply = Self::ev(COMMIT_WRITE, c, ((mc as u64) << 48) | ts);
             // As the writer's own: an undo record of this epoch still held above is older.
-            self.safe_write(m, mc, d, Some(reply), Some((c as u16, ts)));
+            self.safe_write(m, mc, d, Some(reply), Some((c as u16, ts)), !self.delay_through_wpq);
         }
     }
 

@@ -108,6 +108,12 @@ pub trait Design: Send {
     /// address it synchronises with, if another core's.
     fn on_acquire(&mut self, _m: &mut Machine, _core: usize, _releaser: Option<usize>) {}
 
+    /// [`Design::on_acquire`] with the synchronisation address (the engine calls this one); a
+    /// design that must act on the synchronisation variable itself overrides it.
+    fn on_acquire_at(&mut self, m: &mut Machine, core: usize, _addr: u64, releaser: Option<usize>) {
+        self.on_acquire(m, core, releaser)
+    }
+
     /// A `clwb`/`clflushopt`/`clflush` reached the head.
     fn on_flush(&mut self, m: &mut Machine, core: usize, kind: Kind, line: u64) -> Step;
 

@@ -221,11 +221,16 @@ impl Hierarchy {
         Access { latency: lat, mem_read }
     }
 
-    /// A non-temporal store: invalidates every cached copy (the data goes straight to memory).
+    /// A non-temporal store: invalidates every cached copy (the data goes straight to memory). A
+    /// copy dirty in some cache is written back first (reported as a dirty LLC eviction), as x86
+    /// evicts it: the words other stores left there must not vanish with the invalidation.
     pub fn nt_store(&mut self, core: usize, line: u64) -> Access {
         self.conflicts.clear();
         let d = self.dir.lines.entry(line).or_default();
         let e: DirEntry = *d;
+        if e.dirty {
+            self.llc_evictions.push((line, true));
+        }
         d.owner = NO_CORE;
         d.sharers = 0;
         d.last_writer = core as u8;
@@ -250,6 +255,15 @@ impl Hierarchy {
             self.l1_ps + self.l2_ps
         } else {
             self.l1_ps + self.l2_ps + self.llc_ps
+        }
+    }
+
+    /// The extra on-chip hop when `line` is held modified by a core other than `core` (a clwb
+    /// snoops the owner's cache for the data).
+    pub fn remote_owner_hop(&self, core: usize, line: u64) -> u64 {
+        match self.dir.get(line) {
+            Some(e) if e.owner != NO_CORE && e.owner as usize != core && e.dirty => self.hop_ps,
+            _ => 0,
         }
     }
 

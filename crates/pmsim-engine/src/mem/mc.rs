@@ -400,6 +400,21 @@ impl<R: Copy> Mc<R> {
         Some(self.insert(now, data))
     }
 
+    /// Applies `data` at once, outside the queue and the media's bandwidth (the ASAP artifact's
+    /// functional delay records): into NVM, and into every queued write of the line, so that none
+    /// of them (all older) lands on top of it later.
+    pub fn apply_functional(&mut self, data: &LineData, nvm: Option<&mut Nvm>) {
+        for e in self.wpq.iter_mut().filter(|e| e.data.line == data.line) {
+            e.data.merge(data);
+        }
+        for w in self.waiting.iter_mut().filter(|w| w.data.line == data.line) {
+            w.data.merge(data);
+        }
+        if let Some(nvm) = nvm {
+            nvm.write_line(data);
+        }
+    }
+
     /// Records an access in the on-DIMM buffer; returns whether the line was there.
     fn xp_touch(&mut self, line: u64) -> bool {
         if self.xpbuf_cap == 0 {

@@ -2,3 +2,4 @@
 
 pub mod array;
 pub mod bandwidth;
+pub mod hotline;

@@ -1,0 +1,480 @@
+//! Line sharing and persistent synchronisation under every design, crashed at every instant the
+//! persistent state changes.
+//!
+//! Two generators, both deterministic:
+//! - a *litmus family*: k = 2..4 threads passing one or two PM lines by `rmw` or
+//!   `acquire`/`release`, with ofence / dfence / stores to other lines, to the same line's other
+//!   words and to the other MC between (the shapes that once broke `baseline`: a clwb of a line
+//!   dirty in another core's cache, write-backs of one line in flight from several cores, a
+//!   release's own PM store persisting after the acquirer's later stores);
+//! - a *grammar-based random trace generator*: every event kind, 1–4 threads, over a handful of
+//!   PM and DRAM lines, with buffers of one entry or the defaults, one or two MCs, and the ASAP
+//!   artifact's switches (configs/asap-artifact.toml) on or off. CI runs a
+//!   fixed seed budget; `PMSIM_GEN_CASES=N` runs more and `PMSIM_GEN_SEED=S` starts elsewhere.
+//!
+//! A failure prints the seed, the configuration overrides and the whole trace, so it replays with
+//! `pmsim crash --trace case.trace --design D --every --set ...`.
+
+use pmsim_crash::{run, Instants, Request};
+use pmsim_engine::design::Promise;
+use pmsim_engine::{Config, DESIGNS};
+use pmsim_trace::{Event, Kind, Trace, TraceBuilder};
+use std::sync::Arc;
+
+const PM: u64 = 0x1_0000_0000;
+/// 4 KiB apart: the other MC under the default interleaving.
+const OTHER_MC: u64 = 0x1000;
+
+/// A configuration with the `--set` overrides that name it.
+#[derive(Clone)]
+struct Cfg {
+    sets: Vec<(&'static str, &'static str)>,
+}
+
+impl Cfg {
+    fn config(&self) -> Config {
+        let mut c = Config::default();
+        for (k, v) in &self.sets {
+            c.set(k, v).unwrap();
+        }
+        c
+    }
+
+    fn flags(&self) -> String {
+        self.sets.iter().map(|(k, v)| format!(" --set {k}={v}")).collect()
+    }
+}
+
+/// The switches of configs/asap-artifact.toml.
+fn artifact_sets() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("rt.undo_reads_pm", "false"),
+        ("rt.delay_through_wpq", "false"),
+        ("noc.ack_ns", "10"),
+        ("noc.cdr_ns", "0.5"),
+        ("baseline.flush", "clflush"),
+    ]
+}
+
+fn configs() -> Vec<Cfg> {
+    let tiny = vec![("pb.entries", "1"), ("et.entries", "1"), ("rt.entries", "1"), ("mc.wpq_entries", "1")];
+    let mut tiny_one_mc = tiny.clone();
+    tiny_one_mc.push(("mc.count", "1"));
+    // The ASAP artifact's simplifications must stay crash-consistent.
+    vec![Cfg { sets: vec![] }, Cfg { sets: tiny }, Cfg { sets: tiny_one_mc }, Cfg { sets: artifact_sets() }]
+}
+
+fn text(t: &Trace) -> String {
+    let mut out = Vec::new();
+    pmsim_trace::text::write(&mut out, t).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// Crashes `trace` at every instant under `design`; `Err` describes the first failure in a form
+/// that replays.
+fn check(trace: &Arc<Trace>, design: &str, cfg: &Cfg, what: &str) -> Result<u64, String> {
+    let req = Request {
+        trace: trace.clone(),
+        design: design.to_string(),
+        allow_broken: design.starts_with("broken-"),
+        config: cfg.config(),
+        instants: Instants::Every,
+        model: None,
+        recovery: None,
+        replay_input: "--trace case.trace".into(),
+        max_failures: 1,
+    };
+    let r = run(&req).map_err(|e| format!("{what} under {design}{}: did not complete: {e}", cfg.flags()))?;
+    if r.ok() {
+        return Ok(r.images);
+    }
+    let f = &r.failures[0];
+    let v = f.verdict.as_ref().and_then(|v| v.violations.first()).map(|v| v.to_string()).unwrap_or_default();
+    Err(format!(
+        "{what} under {design} violates {}: {v}\n  replay: {} (case.trace below)\n{}",
+        r.model,
+        f.replay,
+        text(trace)
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The litmus family.
+
+#[derive(Clone, Copy, Debug)]
+enum Pass {
+    Rmw,
+    AcqRel,
+}
+
+/// What a thread does while it holds the passed line(s).
+#[derive(Clone, Copy, Debug)]
+enum Between {
+    /// The counter shape: `ofence; st own`.
+    OfenceStore,
+    DfenceStore,
+    /// `st own (other MC); ofence; st own`.
+    StoreOtherMcOfence,
+    /// A store to another word of the passed line, then `dfence`: the line is written by several
+    /// cores and flushed by each.
+    SameLineWordDfence,
+    /// `ntstore own; ofence; st other MC`.
+    NtStoreOfence,
+    /// `st own` with no fence at all.
+    Nothing,
+    /// Legacy x86: `st own; clwb own; sfence; clflush passed line`.
+    LegacyFlush,
+    /// `ofence; st own; dfence; st other MC`.
+    Mixed,
+}
+
+const BETWEENS: [Between; 8] = [
+    Between::OfenceStore,
+    Between::DfenceStore,
+    Between::StoreOtherMcOfence,
+    Between::SameLineWordDfence,
+    Between::NtStoreOfence,
+    Between::Nothing,
+    Between::LegacyFlush,
+    Between::Mixed,
+];
+
+/// `k` threads take turns (two rounds) on `lines` passed PM lines.
+fn family_trace(k: usize, lines: usize, pass: Pass, between: Between) -> Trace {
+    let mut b = TraceBuilder::new(k);
+    let passed = |i: usize| PM + 0x40 * i as u64;
+    let mut v = 0u64;
+    for round in 0..2 {
+        for t in 0..k {
+            // Thread-private lines: one on each MC.
+            let own = PM + 0x2_0000 + 0x100 * t as u64 + 8 * round as u64;
+            let own_far = own + OTHER_MC;
+            let held: Vec<u64> = if lines == 1 { vec![passed(0)] } else { vec![passed(0), passed(1)] };
+            // With two lines, odd threads take them in the other order (still deadlock-free: the
+            // global order serialises every pass).
+            let order: Vec<u64> = if t % 2 == 1 { held.iter().rev().copied().collect() } else { held.clone() };
+            for &l in &order {
+                v += 1;
+                match pass {
+                    Pass::Rmw => {
+                        b.store_u64(t, Kind::Rmw, l, 8, v);
+                    }
+                    Pass::AcqRel => {
+                        b.push(t, Event::mem(Kind::Acquire, l, 8), None);
+                    }
+                }
+            }
+            v += 1;
+            match between {
+                Between::OfenceStore => {
+                    b.push(t, Event::new(Kind::Ofence), None);
+                    b.store_u64(t, Kind::Store, own, 8, v);
+                }
+                Between::DfenceStore => {
+                    b.push(t, Event::new(Kind::Dfence), None);
+                    b.store_u64(t, Kind::Store, own, 8, v);
+                }
+                Between::StoreOtherMcOfence => {
+                    b.store_u64(t, Kind::Store, own_far, 8, v);
+                    b.push(t, Event::new(Kind::Ofence), None);
+                    b.store_u64(t, Kind::Store, own, 8, v + 1);
+                }
+                Between::SameLineWordDfence => {
+                    b.store_u64(t, Kind::Store, order[0] + 8 + 8 * t as u64, 8, v);
+                    b.push(t, Event::new(Kind::Dfence), None);
+                    b.store_u64(t, Kind::Store, own, 8, v + 1);
+                }
+                Between::NtStoreOfence => {
+                    b.store_u64(t, Kind::NtStore, own, 8, v);
+                    b.push(t, Event::new(Kind::Ofence), None);
+                    b.store_u64(t, Kind::Store, own_far, 8, v + 1);
+                }
+                Between::Nothing => {
+                    b.store_u64(t, Kind::Store, own, 8, v);
+                }
+                Between::LegacyFlush => {
+                    b.store_u64(t, Kind::Store, own, 8, v);
+                    b.push(t, Event::mem(Kind::Clwb, own, 1), None);
+                    b.push(t, Event::new(Kind::Sfence), None);
+                    b.push(t, Event::mem(Kind::Clflush, order[0], 1), None);
+                }
+                Between::Mixed => {
+                    b.push(t, Event::new(Kind::Ofence), None);
+                    b.store_u64(t, Kind::Store, own, 8, v);
+                    b.push(t, Event::new(Kind::Dfence), None);
+                    b.store_u64(t, Kind::Store, own_far, 8, v + 1);
+                }
+            }
+            v += 1;
+            if let Pass::AcqRel = pass {
+                for &l in order.iter().rev() {
+                    v += 1;
+                    b.store_u64(t, Kind::Release, l, 8, v);
+                }
+            }
+        }
+    }
+    b.finish()
+}
+
+fn family() -> Vec<(String, Trace)> {
+    let mut out = Vec::new();
+    for k in 2..=4 {
+        for lines in 1..=2 {
+            for pass in [Pass::Rmw, Pass::AcqRel] {
+                for between in BETWEENS {
+                    out.push((
+                        format!("k={k} lines={lines} {pass:?} {between:?}"),
+                        family_trace(k, lines, pass, between),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn contention_family_under_every_design_exhaustively() {
+    let mut bad = Vec::new();
+    let mut images = 0;
+    let fam = family();
+    assert_eq!(fam.len(), 3 * 2 * 2 * BETWEENS.len());
+    for (what, t) in &fam {
+        let t = Arc::new(t.clone());
+        for cfg in configs() {
+            for d in DESIGNS {
+                match check(&t, d.name, &cfg, what) {
+                    Ok(n) => images += n,
+                    Err(e) => bad.push(e),
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{} failing (family case, design, config):\n{}", bad.len(), bad.join("\n"));
+    assert!(images > 10_000, "only {images} crash images");
+}
+
+#[test]
+fn contention_family_catches_the_baseline_without_sfence_stall() {
+    let caught = family().iter().any(|(what, t)| {
+        check(&Arc::new(t.clone()), "broken-baseline-no-sfence-stall", &Cfg { sets: vec![] }, what).is_err()
+    });
+    assert!(caught, "no family trace catches broken-baseline-no-sfence-stall");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The grammar-based random trace generator.
+
+/// splitmix64: a tiny deterministic generator (no dependency, same sequence everywhere).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+/// PM lines the generator writes: two lines on MC 0 (adjacent), one on MC 1, one far away.
+const GEN_PM_LINES: [u64; 4] = [PM, PM + 0x40, PM + OTHER_MC, PM + 0x8_0000];
+/// Synchronisation addresses: two in PM (one sharing a line with data), one in DRAM.
+const GEN_SYNC: [u64; 3] = [PM + 0x38, PM + 0x2000, 0x4000];
+const GEN_DRAM: u64 = 0x8000;
+/// The synchronisation word whose holder may write any data word (data-race-free traces).
+const GEN_DATA_LOCK: usize = 1;
+
+/// One random trace: `threads` threads, `len` events in a random interleaving. Grammar:
+/// event := compute | load | store | ntstore | rmw | flush | fence | acquire | release | strand
+///        | begin/end pair; addresses from a few PM lines (both MCs), a DRAM line and three
+/// synchronisation words; sizes 1, 2, 4, 8 (aligned) or a whole line. Synchronisation follows a
+/// lock discipline (a thread releases only a word it acquired; an acquire or rmw takes a free
+/// word), as programs use locks. With `racy`, plain stores race freely; without, they are
+/// data-race-free at word granularity (lines stay falsely shared): outside the lock at
+/// [`GEN_DATA_LOCK`] a thread writes only its own word of each line (or its own line, for a
+/// whole-line store), inside it any word.
+fn random_trace(seed: u64, threads: usize, len: usize, racy: bool) -> Trace {
+    let mut r = Rng(seed);
+    let mut b = TraceBuilder::new(threads);
+    let label = b.label("op");
+    let mut open = vec![false; threads];
+    // Holder of each synchronisation word.
+    let mut holder: [Option<usize>; GEN_SYNC.len()] = [None; GEN_SYNC.len()];
+    let mut v = 0u64;
+    for _ in 0..len {
+        let t = r.below(threads as u64) as usize;
+        v += 1;
+        let line = if r.below(6) == 0 { GEN_DRAM } else { r.pick(&GEN_PM_LINES) };
+        let (off, size) = match r.below(6) {
+            0 => (0, 64u8),
+            1 => (r.below(64), 1),
+            2 => (2 * r.below(32), 2),
+            3 => (4 * r.below(16), 4),
+            _ => (8 * r.below(8), 8),
+        };
+        let mut addr = line + off;
+        let mut size = size;
+        let guarded = holder[GEN_DATA_LOCK] == Some(t);
+        if !racy && !guarded && line != GEN_DRAM {
+            if size == 64 {
+                addr = PM + 0x4_0000 + 0x40 * t as u64;
+            } else {
+                size = size.min(8);
+                addr = line + 8 * t as u64 + off % 8 / size as u64 * size as u64;
+            }
+        }
+        match r.below(20) {
+            0 => {
+                b.push(t, Event { addr: 1 + r.below(40), ..Event::new(Kind::Compute) }, None);
+            }
+            1 | 2 => {
+                b.push(t, Event::mem(Kind::Load, addr, size), None);
+            }
+            3..=6 => {
+                let bytes: Vec<u8> = (0..size as u64).map(|i| (v + i) as u8).collect();
+                b.push(t, Event::mem(Kind::Store, addr, size), Some(&bytes));
+            }
+            7 => {
+                let bytes: Vec<u8> = (0..size as u64).map(|i| (v + i) as u8).collect();
+                b.push(t, Event::mem(Kind::NtStore, addr, size), Some(&bytes));
+            }
+            8 => {
+                let i = r.below(GEN_SYNC.len() as u64) as usize;
+                if holder[i].is_none() {
+                    b.store_u64(t, Kind::Rmw, GEN_SYNC[i], 8, v);
+                }
+            }
+            9 => {
+                let k = r.pick(&[Kind::Clwb, Kind::ClflushOpt, Kind::Clflush]);
+                b.push(t, Event::mem(k, addr, 1), None);
+            }
+            10 => {
+                b.push(t, Event::new(r.pick(&[Kind::Sfence, Kind::Mfence])), None);
+            }
+            11 | 12 => {
+                b.push(t, Event::new(Kind::Ofence), None);
+            }
+            13 => {
+                b.push(t, Event::new(Kind::Dfence), None);
+            }
+            14 | 15 => {
+                let i = r.below(GEN_SYNC.len() as u64) as usize;
+                if holder[i].is_none() {
+                    holder[i] = Some(t);
+                    b.push(t, Event::mem(Kind::Acquire, GEN_SYNC[i], 8), None);
+                }
+            }
+            16 | 17 => {
+                if let Some(i) = holder.iter().position(|h| *h == Some(t)) {
+                    holder[i] = None;
+                    b.store_u64(t, Kind::Release, GEN_SYNC[i], 8, v);
+                }
+            }
+            18 => {
+                b.push(t, Event::new(Kind::Strand), None);
+            }
+            _ => {
+                let k = if open[t] { Kind::End } else { Kind::Begin };
+                open[t] = !open[t];
+                b.push(t, Event { addr: label as u64, ..Event::new(k) }, None);
+            }
+        }
+    }
+    for (t, o) in open.iter().enumerate() {
+        if *o {
+            b.push(t, Event { addr: label as u64, ..Event::new(Kind::End) }, None);
+        }
+    }
+    b.finish()
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+#[test]
+fn random_traces_under_every_design_exhaustively() {
+    let cases = env_u64("PMSIM_GEN_CASES", 300);
+    let first = env_u64("PMSIM_GEN_SEED", 1);
+    let mut bad = Vec::new();
+    let mut images = 0;
+    for seed in first..first + cases {
+        let mut r = Rng(seed ^ 0x5eed);
+        let threads = 1 + r.below(4) as usize;
+        let len = 4 + r.below(22) as usize;
+        let mut sets = Vec::new();
+        if r.below(2) == 0 {
+            sets.extend([("pb.entries", "1"), ("et.entries", "1"), ("rt.entries", "1"), ("mc.wpq_entries", "1")]);
+        }
+        if r.below(2) == 0 {
+            sets.push(("mc.count", "1"));
+        }
+        if r.below(3) == 0 {
+            sets.extend(artifact_sets());
+        }
+        let cfg = Cfg { sets };
+        // Release persistency is defined for data-race-free programs: designs promising it see
+        // only those; the others also see racing stores.
+        let racy = r.below(2) == 0;
+        let t = Arc::new(random_trace(seed, threads, len, racy));
+        for d in DESIGNS {
+            // (The baseline keeps racing stores in coherence order through the caches.)
+            if racy && (d.build)(&cfg.config()).promise() == Promise::Rp && d.name != "baseline" {
+                continue;
+            }
+            match check(&t, d.name, &cfg, &format!("seed {seed} (PMSIM_GEN_SEED={seed} PMSIM_GEN_CASES=1)")) {
+                Ok(n) => images += n,
+                Err(e) => bad.push(e),
+            }
+        }
+        if bad.len() >= 3 {
+            break;
+        }
+    }
+    assert!(bad.is_empty(), "{} failing (seed, design):\n{}", bad.len(), bad.join("\n"));
+    assert!(images > 100, "only {images} crash images");
+}
+
+/// The ASAP artifact's switches (configs/asap-artifact.toml) change the persist path of every
+/// design: every workload under every design stays consistent, and recovers, under them.
+#[test]
+fn artifact_switches_keep_every_workload_consistent() {
+    let cfg = Cfg { sets: artifact_sets() };
+    let n = env_u64("PMSIM_ARTIFACT_CRASHES", 100) as usize;
+    let mut bad = Vec::new();
+    for w in pmsim_workloads::names() {
+        let mut p = std::collections::BTreeMap::new();
+        p.insert("ops".to_string(), "40".to_string());
+        let g = pmsim_workloads::generate(w, &p).unwrap();
+        let trace = Arc::new(g.trace);
+        for d in DESIGNS {
+            let req = Request {
+                trace: trace.clone(),
+                design: d.name.to_string(),
+                allow_broken: false,
+                config: cfg.config(),
+                instants: Instants::Random { n, seed: 7 },
+                model: None,
+                recovery: Some(&*g.recovery),
+                replay_input: format!("--workload {w} -p ops=40"),
+                max_failures: 1,
+            };
+            let r = run(&req).unwrap_or_else(|e| panic!("{w} under {}: {e}", d.name));
+            if let Some(f) = r.failures.first() {
+                bad.push(format!("{w} under {}: replay: {}", d.name, f.replay));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{} failing:\n{}", bad.len(), bad.join("\n"));
+}
