@@ -136,8 +136,8 @@ def render(reps: list[dict]) -> str:
     ]
     rows = [[_fmt(r.get(k)) for k, _ in cols] for r in reps]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, (_, h) in enumerate(cols)]
-    lines = ["  ".join(h.rjust(w) for (_, h), w in zip(cols, widths))]
-    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
+    lines = ["  ".join(h.rjust(w) for (_, h), w in zip(cols, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     r0 = reps[0]
     lines.append(
         f"(A = {r0['atomic_bytes']} B, G = {r0['track_bytes']} B, L = {r0['persist_ns']:g} ns, "
@@ -185,9 +185,15 @@ def add_parser(sub: Any) -> None:
         help="strict, epoch, strand, all, or a comma-separated list (racing epochs: epoch on "
         "a workload's variant=racing)",
     )
-    an.add_argument("--atomic-bytes", type=int, default=8, metavar="A", help="atomic persist size (8..256, default 8)")
-    an.add_argument("--track-bytes", type=int, default=8, metavar="G", help="tracking granularity (8..256, default 8)")
-    an.add_argument("--persist-ns", type=float, default=500.0, metavar="L", help="persist latency (default 500)")
+    an.add_argument(
+        "--atomic-bytes", type=int, default=8, metavar="A", help="atomic persist size (8..256, default 8)"
+    )
+    an.add_argument(
+        "--track-bytes", type=int, default=8, metavar="G", help="tracking granularity (8..256, default 8)"
+    )
+    an.add_argument(
+        "--persist-ns", type=float, default=500.0, metavar="L", help="persist latency (default 500)"
+    )
     an.add_argument(
         "--instr-ops-per-s",
         type=float,

@@ -6,9 +6,9 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import pmsim_cli
 
 import pmsim
-from conftest import pmsim_cli
 
 # Two ops. T0 persists PA and PB in one epoch, PC after a barrier, then releases a lock with no
 # barrier before it; T1 (a new strand) acquires it, barrier, PD. By hand:
@@ -55,7 +55,10 @@ def test_cli_json_on_a_hand_written_trace(trace, tmp_path):
     # The binary form streams and gives the same answer; L scales the rate.
     b = tmp_path / "q.bin"
     assert pmsim_cli("trace", "convert", trace, b, "--to", "binary").returncode == 0
-    r = pmsim_cli("analyze", "--trace", b, "--model", "epoch", "--persist-ns", "250", "--instr-ops-per-s", "1e6", "--json")
+    r = pmsim_cli(
+        *("analyze", "--trace", b, "--model", "epoch", "--persist-ns", "250"),
+        *("--instr-ops-per-s", "1e6", "--json"),
+    )
     one = json.loads(r.stdout)
     assert one["critical_path"] == 2 and one["persist_bound_ops_per_s"] == pytest.approx(4e6)
 
@@ -63,8 +66,20 @@ def test_cli_json_on_a_hand_written_trace(trace, tmp_path):
 def test_granularities_change_the_answer(trace):
     # The four persists are 4 KiB apart: no 256 B block holds two, so neither coalescing nor
     # false sharing changes strict's chain.
-    r = pmsim_cli("analyze", "--trace", trace, "--model", "strict", "--atomic-bytes", "256", "--track-bytes", "256",
-                  "--instr-ops-per-s", "1", "--json")
+    r = pmsim_cli(
+        "analyze",
+        "--trace",
+        trace,
+        "--model",
+        "strict",
+        "--atomic-bytes",
+        "256",
+        "--track-bytes",
+        "256",
+        "--instr-ops-per-s",
+        "1",
+        "--json",
+    )
     assert json.loads(r.stdout)["critical_path"] == 4
 
 

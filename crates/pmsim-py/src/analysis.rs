@@ -74,7 +74,9 @@ pub fn analyze(input: &Input, req: &Request, cfg: &Config) -> Result<Vec<Report>
 
 fn no_ops_check(what: &str, counts: &[(Model, pmsim_analysis::Counts)]) -> Result<(), String> {
     if counts.iter().any(|(_, c)| c.ops == 0) {
-        return Err(format!("{what}: the trace has no operations (no begin/end pairs), so no rate per operation exists"));
+        return Err(format!(
+            "{what}: the trace has no operations (no begin/end pairs), so no rate per operation exists"
+        ));
     }
     Ok(())
 }
@@ -83,6 +85,8 @@ fn instr_rate(s: &RunStats, what: &str) -> Result<f64, String> {
     if s.ops_per_sec > 0.0 {
         Ok(s.ops_per_sec)
     } else {
-        Err(format!("{what}: the eadr run completed no operations, so the instruction rate is unknown (give --instr-ops-per-s)"))
+        Err(format!(
+            "{what}: the eadr run completed no operations, so the instruction rate is unknown (give --instr-ops-per-s)"
+        ))
     }
 }
