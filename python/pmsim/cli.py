@@ -317,8 +317,14 @@ def cmd_profile(a: argparse.Namespace) -> int:
 def cmd_reproduce(a: argparse.Namespace) -> int:
     from pmsim.experiments import asap
 
+    if a.paper == "persistency":
+        from pmsim.experiments import persistency
+
+        d = persistency.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
+        print(f"wrote {d}/ (table1, fig3-5, PAPER.md)")
+        return 0
     if a.paper != "asap":
-        raise PmsimError(f"unknown paper '{a.paper}' (valid: asap)")
+        raise PmsimError(f"unknown paper '{a.paper}' (valid: asap, persistency)")
     asap.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
     return 0
 
