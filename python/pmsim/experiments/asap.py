@@ -19,6 +19,7 @@ import pandas as pd
 
 from pmsim import api, plots
 from pmsim.cli import write_atomic
+from pmsim.experiments.persist_bound import asap_table
 from pmsim.sweep import jobs_for, run_jobs
 
 PAPER_DESIGNS = ["baseline", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "bbb", "eadr"]
@@ -84,6 +85,7 @@ def reproduce(
         )
     df = run_jobs(jobs, workers=workers, progress=progress, desc="ASAP evaluation")
     write_atomic(outdir / "runs.csv", df.to_csv(index=False))
+    asap_table(df, outdir, threads=4, ops=sc["ops"], progress=progress)  # persist critical-path bound
 
     main = df[df.experiment == "fig8"].copy()
     base = main[main.design == "baseline"].set_index("workload")["sim_time_ns"]
