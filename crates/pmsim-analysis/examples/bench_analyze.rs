@@ -84,5 +84,19 @@ fn main() {
             r.iter().map(|(_, c)| c.critical_path).collect::<Vec<_>>()
         );
     }
+    // The same analysis on the trace held in memory: the analysis alone, without decoding.
+    let t = pmsim_trace::binary::read_path(&path).expect("read trace");
+    for m in Model::ALL {
+        let (t0, c0) = (Instant::now(), cpu_seconds());
+        let r = pmsim_analysis::analyze_trace(&t, &[m], &cfg).expect("analysis");
+        let (s, cpu) = (t0.elapsed().as_secs_f64(), cpu_seconds().zip(c0).map(|(a, b)| a - b));
+        let ev = r[0].1.events;
+        println!(
+            "{:>16}: {:.1} M events/s wall{}",
+            format!("{} in memory", m.name()),
+            ev as f64 / s / 1e6,
+            cpu.map(|c| format!(", {:.1} M events per CPU second", ev as f64 / c / 1e6)).unwrap_or_default(),
+        );
+    }
     std::fs::remove_file(&path).ok();
 }

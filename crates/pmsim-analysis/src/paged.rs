@@ -9,7 +9,7 @@
 
 use rustc_hash::FxHashMap;
 
-pub const PAGE_SHIFT: u32 = 6;
+pub const PAGE_SHIFT: u32 = 8;
 pub const PAGE: usize = 1 << PAGE_SHIFT;
 
 /// Recently used pages, direct-mapped by page number: a trace's few hot regions (lock words,
@@ -18,7 +18,8 @@ const CACHE: usize = 64;
 
 pub struct PagedMap<T: Copy + Default> {
     index: FxHashMap<u64, u32>,
-    pages: Vec<[T; PAGE]>,
+    /// Boxed, so growing the list never moves the pages already touched.
+    pages: Vec<Box<[T; PAGE]>>,
     cache: [(u64, u32); CACHE],
 }
 
@@ -44,7 +45,7 @@ impl<T: Copy + Default> PagedMap<T> {
         let next = self.pages.len() as u32;
         let idx = *self.index.entry(page).or_insert(next);
         if idx == next {
-            self.pages.push([T::default(); PAGE]);
+            self.pages.push(Box::new([T::default(); PAGE]));
         }
         self.cache[slot] = (page, idx);
         idx
