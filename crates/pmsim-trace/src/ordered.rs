@@ -145,18 +145,16 @@ impl GlobalOrderReader {
     pub fn for_each(&mut self, mut f: impl FnMut(usize, &Event)) -> Result<(), TraceError> {
         while let Some(t) = self.next_thread()? {
             let q = &mut self.queues[t];
-            let mut gid = self.next_gid;
             let mut i = q.start;
             // The first event is taken even if gids have gaps (next_thread chose it).
-            loop {
+            let gid = loop {
                 let ev = &q.events[i];
                 f(t, ev);
-                gid = ev.gid + 1;
                 i += 1;
-                if i == q.events.len() || q.events[i].gid != gid {
-                    break;
+                if i == q.events.len() || q.events[i].gid != ev.gid + 1 {
+                    break ev.gid + 1;
                 }
-            }
+            };
             self.delivered += (i - q.start) as u64;
             q.start = i;
             self.next_gid = gid;
