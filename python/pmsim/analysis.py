@@ -136,8 +136,8 @@ def render(reps: list[dict]) -> str:
     ]
     rows = [[_fmt(r.get(k)) for k, _ in cols] for r in reps]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, (_, h) in enumerate(cols)]
-    lines = ["  ".join(h.rjust(w) for (_, h), w in zip(cols, widths))]
-    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
+    lines = ["  ".join(h.rjust(w) for (_, h), w in zip(cols, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     r0 = reps[0]
     lines.append(
         f"(A = {r0['atomic_bytes']} B, G = {r0['track_bytes']} B, L = {r0['persist_ns']:g} ns, "

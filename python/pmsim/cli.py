@@ -364,8 +364,14 @@ def cmd_profile(a: argparse.Namespace) -> int:
 def cmd_reproduce(a: argparse.Namespace) -> int:
     from pmsim.experiments import asap
 
+    if a.paper == "persistency":
+        from pmsim.experiments import persistency
+
+        d = persistency.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
+        print(f"wrote {d}/ (table1, fig3-5, PAPER.md)")
+        return 0
     if a.paper != "asap":
-        raise PmsimError(f"unknown paper '{a.paper}' (valid: asap)")
+        raise PmsimError(f"unknown paper '{a.paper}' (valid: asap, persistency)")
     asap.reproduce(
         out=a.out,
         scale=a.scale,
@@ -626,7 +632,13 @@ def parser() -> argparse.ArgumentParser:
         "reproduction restarted picks up where it stopped), then writes each figure as CSV, Markdown\n"
         "and PNG, all runs as runs.csv and runs.parquet, and NOTES.txt, under OUT/PAPER/.",
     )
-    rp.add_argument("paper", nargs="?", default="asap", choices=["asap"], help="which paper (default: asap)")
+    rp.add_argument(
+        "paper",
+        nargs="?",
+        default="asap",
+        choices=["asap", "persistency"],
+        help="which paper (default: asap)",
+    )
     rp.add_argument(
         "--scale",
         choices=["quick", "full"],

@@ -65,13 +65,29 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(out) + "\n"
 
 
-def lines(df: pd.DataFrame, *, x: str, y: str, hue: str, title: str, ylabel: str, path: Path) -> Path:
+def lines(
+    df: pd.DataFrame,
+    *,
+    x: str,
+    y: str,
+    hue: str,
+    title: str,
+    ylabel: str,
+    path: Path,
+    logx: bool = False,
+    logy: bool = False,
+    xlabel: str | None = None,
+) -> Path:
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
     for key, g in df.groupby(hue, sort=False):
         g = g.sort_values(x)
         ax.plot(g[x], g[y], marker="o", label=str(key))
     ax.set_title(title)
-    ax.set_xlabel(x)
+    ax.set_xlabel(xlabel or x)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

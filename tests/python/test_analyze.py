@@ -6,9 +6,9 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import pmsim_cli
 
 import pmsim
-from conftest import pmsim_cli
 
 # Two ops. T0 persists PA and PB in one epoch, PC after a barrier, then releases a lock with no
 # barrier before it; T1 (a new strand) acquires it, barrier, PD. By hand:
@@ -56,16 +56,8 @@ def test_cli_json_on_a_hand_written_trace(trace, tmp_path):
     b = tmp_path / "q.bin"
     assert pmsim_cli("trace", "convert", trace, b, "--to", "binary").returncode == 0
     r = pmsim_cli(
-        "analyze",
-        "--trace",
-        b,
-        "--model",
-        "epoch",
-        "--persist-ns",
-        "250",
-        "--instr-ops-per-s",
-        "1e6",
-        "--json",
+        *("analyze", "--trace", b, "--model", "epoch", "--persist-ns", "250"),
+        *("--instr-ops-per-s", "1e6", "--json"),
     )
     one = json.loads(r.stdout)
     assert one["critical_path"] == 2 and one["persist_bound_ops_per_s"] == pytest.approx(4e6)

@@ -9,19 +9,23 @@
 
 use rustc_hash::FxHashMap;
 
-pub const PAGE_SHIFT: u32 = 6;
+pub const PAGE_SHIFT: u32 = 8;
 pub const PAGE: usize = 1 << PAGE_SHIFT;
+
+/// Recently used pages, direct-mapped by page number: a trace's few hot regions (lock words,
+/// a queue's head, the current data page) each keep their slot, so most accesses skip the hash.
+const CACHE: usize = 64;
 
 pub struct PagedMap<T: Copy + Default> {
     index: FxHashMap<u64, u32>,
-    pages: Vec<[T; PAGE]>,
-    last_page: u64,
-    last_idx: u32,
+    /// Boxed, so growing the list never moves the pages already touched.
+    pages: Vec<Box<[T; PAGE]>>,
+    cache: [(u64, u32); CACHE],
 }
 
 impl<T: Copy + Default> Default for PagedMap<T> {
     fn default() -> Self {
-        PagedMap { index: FxHashMap::default(), pages: Vec::new(), last_page: u64::MAX, last_idx: 0 }
+        PagedMap { index: FxHashMap::default(), pages: Vec::new(), cache: [(u64::MAX, 0); CACHE] }
     }
 }
 
@@ -30,21 +34,21 @@ impl<T: Copy + Default> PagedMap<T> {
     #[inline(always)]
     pub fn get_mut(&mut self, key: u64) -> &mut T {
         let page = key >> PAGE_SHIFT;
-        if page != self.last_page {
-            self.switch(page);
-        }
-        &mut self.pages[self.last_idx as usize][(key as usize) & (PAGE - 1)]
+        let slot = (page as usize) & (CACHE - 1);
+        let (cached, idx) = self.cache[slot];
+        let idx = if cached == page { idx } else { self.switch(page, slot) };
+        &mut self.pages[idx as usize][(key as usize) & (PAGE - 1)]
     }
 
     #[inline(never)]
-    fn switch(&mut self, page: u64) {
+    fn switch(&mut self, page: u64, slot: usize) -> u32 {
         let next = self.pages.len() as u32;
         let idx = *self.index.entry(page).or_insert(next);
         if idx == next {
-            self.pages.push([T::default(); PAGE]);
+            self.pages.push(Box::new([T::default(); PAGE]));
         }
-        self.last_page = page;
-        self.last_idx = idx;
+        self.cache[slot] = (page, idx);
+        idx
     }
 
     /// Pages held (each [`PAGE`] blocks).

@@ -34,10 +34,14 @@ pub fn analyze_file(
     let pm = r.header().pm.clone();
     let threads = r.header().threads;
     let mut an: Vec<Analyzer> = models.iter().map(|&m| Analyzer::new(m, cfg, &pm, threads)).collect();
-    while let Some((t, ev)) = r.next_event()? {
-        for a in an.iter_mut() {
-            a.step(t, &ev);
-        }
+    if let [a] = an.as_mut_slice() {
+        r.for_each(|t, ev| a.step(t, ev))?;
+    } else {
+        r.for_each(|t, ev| {
+            for a in an.iter_mut() {
+                a.step(t, ev);
+            }
+        })?;
     }
     Ok(an.iter().map(|a| (a.model(), a.counts())).collect())
 }

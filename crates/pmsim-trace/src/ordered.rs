@@ -16,20 +16,26 @@ use crate::binary::{decode_block, Cursor, Header, Record};
 use crate::event::Event;
 use crate::trace::Trace;
 use crate::TraceError;
-use std::collections::VecDeque;
 use std::io::BufReader;
 
-/// One thread's decoded but not yet consumed events.
+/// One thread's decoded but not yet consumed events: `events[start..]`.
 #[derive(Default)]
 struct Queue {
-    events: VecDeque<Event>,
+    events: Vec<Event>,
+    start: usize,
+}
+
+impl Queue {
+    #[inline(always)]
+    fn head_gid(&self) -> Option<u64> {
+        self.events.get(self.start).map(|e| e.gid)
+    }
 }
 
 /// Reads a binary trace file and yields its events in global order.
 pub struct GlobalOrderReader {
     cursor: Cursor<BufReader<std::fs::File>>,
     queues: Vec<Queue>,
-    scratch: Vec<Event>,
     bytes: Vec<u8>,
     labels: Vec<String>,
     next_gid: u64,
@@ -49,7 +55,6 @@ impl GlobalOrderReader {
         Ok(GlobalOrderReader {
             cursor,
             queues: (0..threads).map(|_| Queue::default()).collect(),
-            scratch: Vec::new(),
             bytes: Vec::new(),
             labels: Vec::new(),
             next_gid: 0,
@@ -78,11 +83,15 @@ impl GlobalOrderReader {
         let at = self.cursor.offset;
         match self.cursor.next(&|_| true)? {
             Some(Record::Block { thread, count, payload }) => {
-                self.scratch.clear();
+                let q = &mut self.queues[thread];
+                // Drop what was consumed before appending, so a queue holds about one block.
+                if q.start > 0 {
+                    q.events.drain(..q.start);
+                    q.start = 0;
+                }
                 self.bytes.clear();
-                decode_block(&payload, count, &mut self.scratch, &mut self.bytes)
+                decode_block(&payload, count, &mut q.events, &mut self.bytes)
                     .map_err(|m| TraceError::new(&self.cursor.file, 0, format!("block at byte {at}: {m}")))?;
-                self.queues[thread].events.extend(self.scratch.iter().copied());
                 Ok(true)
             }
             Some(Record::Label { name, .. }) => {
@@ -101,7 +110,7 @@ impl GlobalOrderReader {
                         format!("END says {total_labels} labels, the file defines {}", self.labels.len()),
                     ));
                 }
-                let buffered: u64 = self.queues.iter().map(|q| q.events.len() as u64).sum();
+                let buffered: u64 = self.queues.iter().map(|q| (q.events.len() - q.start) as u64).sum();
                 if self.delivered + buffered != total_events {
                     return Err(TraceError::new(
                         &self.cursor.file,
@@ -115,49 +124,74 @@ impl GlobalOrderReader {
         }
     }
 
-    fn head_is_next(&self, t: usize) -> bool {
-        self.queues[t].events.front().is_some_and(|e| e.gid == self.next_gid)
-    }
-
-    /// The next event in global order with its thread, or `None` at the end of the trace.
-    /// (Values longer than 8 bytes are not kept: global-order consumers look at addresses.)
-    pub fn next_event(&mut self) -> Result<Option<(usize, Event)>, TraceError> {
+    /// The thread whose queue holds the next event in global order, reading blocks as needed;
+    /// `None` at the end of the trace.
+    fn next_thread(&mut self) -> Result<Option<usize>, TraceError> {
         loop {
-            let mut found = None;
-            if self.head_is_next(self.last_thread) {
-                found = Some(self.last_thread);
-            } else {
-                for t in 0..self.queues.len() {
-                    if self.head_is_next(t) {
-                        found = Some(t);
-                        break;
-                    }
-                }
+            if self.queues[self.last_thread].head_gid() == Some(self.next_gid) {
+                return Ok(Some(self.last_thread));
             }
-            if found.is_none() && self.eof {
-                found = (0..self.queues.len())
-                    .filter(|&t| !self.queues[t].events.is_empty())
-                    .min_by_key(|&t| self.queues[t].events[0].gid);
-                if found.is_none() {
-                    return Ok(None);
-                }
+            if let Some(t) = (0..self.queues.len()).find(|&t| self.queues[t].head_gid() == Some(self.next_gid)) {
+                return Ok(Some(t));
             }
-            if let Some(t) = found {
-                let Some(ev) = self.queues[t].events.pop_front() else { continue };
-                self.last_thread = t;
-                self.next_gid = ev.gid + 1;
-                self.delivered += 1;
-                self.validator
-                    .order(&ev)
-                    .and_then(|_| self.validator.event(t, &ev))
-                    .map_err(|m| TraceError::new(&self.cursor.file, 0, format!("T{t} event {}: {m}", ev.gid)))?;
-                return Ok(Some((t, ev)));
+            if self.eof {
+                // Gids with gaps: the smallest buffered one comes next.
+                return Ok((0..self.queues.len())
+                    .filter_map(|t| self.queues[t].head_gid().map(|g| (g, t)))
+                    .min()
+                    .map(|(_, t)| t));
             }
             if !self.read_record()? {
                 self.eof = true;
             }
         }
     }
+
+    /// The next event in global order with its thread, or `None` at the end of the trace.
+    /// (Values longer than 8 bytes are not kept: global-order consumers look at addresses.)
+    pub fn next_event(&mut self) -> Result<Option<(usize, Event)>, TraceError> {
+        let Some(t) = self.next_thread()? else { return Ok(None) };
+        let q = &mut self.queues[t];
+        let ev = q.events[q.start];
+        q.start += 1;
+        self.last_thread = t;
+        self.next_gid = ev.gid + 1;
+        self.delivered += 1;
+        check(&mut self.validator, &self.cursor.file, t, &ev)?;
+        Ok(Some((t, ev)))
+    }
+
+    /// Calls `f(thread, event)` for every remaining event in global order: runs of one thread's
+    /// consecutive events are handed over in a tight loop.
+    pub fn for_each(&mut self, mut f: impl FnMut(usize, &Event)) -> Result<(), TraceError> {
+        while let Some(t) = self.next_thread()? {
+            let q = &mut self.queues[t];
+            let mut i = q.start;
+            // The first event is taken even if gids have gaps (next_thread chose it).
+            let gid = loop {
+                let ev = &q.events[i];
+                check(&mut self.validator, &self.cursor.file, t, ev)?;
+                f(t, ev);
+                i += 1;
+                if i == q.events.len() || q.events[i].gid != ev.gid + 1 {
+                    break ev.gid + 1;
+                }
+            };
+            self.delivered += (i - q.start) as u64;
+            q.start = i;
+            self.next_gid = gid;
+            self.last_thread = t;
+        }
+        Ok(())
+    }
+}
+
+/// The shared trace rules on one event delivered in global order.
+#[inline]
+fn check(v: &mut crate::validate::Validator, file: &str, t: usize, ev: &Event) -> Result<(), TraceError> {
+    v.order(ev)
+        .and_then(|_| v.event(t, ev))
+        .map_err(|m| TraceError::new(file, 0, format!("T{t} event {}: {m}", ev.gid)))
 }
 
 /// Calls `f(thread, event)` for every event of an in-memory trace in global order, by merging
@@ -207,6 +241,9 @@ mod tests {
         while let Some((th, ev)) = r.next_event().unwrap() {
             seen.push((th, ev.gid, ev.addr));
         }
+        let mut batched = Vec::new();
+        GlobalOrderReader::open(&dir).unwrap().for_each(|th, ev| batched.push((th, ev.gid, ev.addr))).unwrap();
+        assert_eq!(batched, seen);
         let mut want = Vec::new();
         for_each_in_global_order(&t, |th, ev| want.push((th, ev.gid, ev.addr)));
         std::fs::remove_file(&dir).ok();

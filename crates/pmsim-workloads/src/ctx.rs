@@ -261,6 +261,11 @@ impl Ctx<'_> {
         self.store_kind(Kind::NtStore, addr, bytes);
     }
 
+    /// Strand barrier (strand persistency): later persists start a new strand.
+    pub fn strand(&mut self) {
+        self.push(Event::new(Kind::Strand), None);
+    }
+
     pub fn ofence(&mut self) {
         self.push(Event::new(Kind::Ofence), None);
     }

@@ -20,6 +20,7 @@ mod registry;
 pub mod atlas;
 pub mod index;
 pub mod micro;
+pub mod persistency;
 pub mod remote;
 pub mod whisper;
 

@@ -92,7 +92,7 @@ impl Params {
         let err = |msg: String| ParamsError { workload: workload.to_string(), msg };
         let mut vals: BTreeMap<String, u64> = BTreeMap::new();
         for spec in COMMON.iter().chain(own) {
-            let v = parse_u64(spec.default).ok_or_else(|| err(format!("bad default for {}", spec.name)))?;
+            let v = parse_value(spec, spec.default).ok_or_else(|| err(format!("bad default for {}", spec.name)))?;
             vals.insert(spec.name.to_string(), v);
         }
         for (k, v) in given {
@@ -100,11 +100,22 @@ impl Params {
                 let names: Vec<&str> = COMMON.iter().chain(own).map(|s| s.name).collect();
                 return Err(err(format!("unknown parameter '{k}' (valid: {})", names.join(", "))));
             }
-            let n =
-                parse_u64(v).ok_or_else(|| err(format!("parameter '{k}' = '{v}' is not a non-negative integer")))?;
-            let spec = COMMON.iter().chain(own).find(|s| s.name == k).expect("known name");
-            if !spec.range.contains(n) {
-                return Err(err(format!("parameter '{k}' = {n} is out of range (valid: {})", spec.range.describe())));
+            let spec = COMMON.iter().chain(own).find(|s| s.name == k.as_str());
+            let n = match spec {
+                Some(s) if is_choice(s) => parse_value(s, v).ok_or_else(|| {
+                    err(format!("parameter '{k}' = '{v}' is not one of {}", s.unit.replace('|', ", ")))
+                })?,
+                _ => {
+                    parse_u64(v).ok_or_else(|| err(format!("parameter '{k}' = '{v}' is not a non-negative integer")))?
+                }
+            };
+            if let Some(spec) = spec {
+                if !spec.range.contains(n) {
+                    return Err(err(format!(
+                        "parameter '{k}' = {v} is out of range (valid: {})",
+                        if is_choice(spec) { spec.unit.replace('|', ", ") } else { spec.range.describe() }
+                    )));
+                }
             }
             vals.insert(k.clone(), n);
         }
@@ -137,6 +148,20 @@ impl Params {
     /// A workload-specific parameter (declared in its `ParamSpec`s, so always present).
     pub fn get(&self, name: &str) -> u64 {
         self.extra.get(name).copied().unwrap_or(0)
+    }
+}
+
+/// A parameter whose `unit` lists names separated by `|` takes one of those names; its value is
+/// the name's index (so `Params::get` stays numeric).
+fn is_choice(spec: &ParamSpec) -> bool {
+    spec.unit.contains('|')
+}
+
+fn parse_value(spec: &ParamSpec, v: &str) -> Option<u64> {
+    if is_choice(spec) {
+        spec.unit.split('|').position(|c| c == v.trim()).map(|i| i as u64)
+    } else {
+        parse_u64(v)
     }
 }
 

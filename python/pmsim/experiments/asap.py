@@ -28,6 +28,7 @@ import pandas as pd
 from pmsim import api, plots
 from pmsim.cli import write_atomic
 from pmsim.experiments import asap_paper as paper
+from pmsim.experiments.persist_bound import asap_table
 from pmsim.sweep import jobs_for, run_jobs, write_table
 
 PAPER_DESIGNS = ["baseline", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "bbb", "eadr"]
@@ -145,6 +146,7 @@ def reproduce(
     df = run_jobs(jobs, workers=workers, progress=progress, desc="ASAP evaluation", cache=cache)
     write_atomic(outdir / "runs.csv", df.to_csv(index=False))
     write_table(df, str(outdir / "runs.parquet"))
+    asap_table(df, outdir, threads=4, ops=sc["ops"], progress=progress)  # persist critical-path bound
 
     main = df[df.experiment == "fig8"].copy()
     base = main[main.design == "baseline"].set_index("workload")["sim_time_ns"]

@@ -16,6 +16,7 @@ import pandas as pd
 
 from pmsim import api, plots
 from pmsim.cli import write_atomic
+from pmsim.experiments.persist_bound import critical_paths
 from pmsim.sweep import jobs_for, run_jobs
 
 WHISPER_SINGLE_LINE_PCT = 75.0
@@ -47,6 +48,7 @@ def profile(
             }
         )
     df = pd.DataFrame(rows)
+    df = df.merge(critical_paths(names, threads=threads, ops=ops, progress=progress), on="workload")
     runs = run_jobs(
         jobs_for(["asap-ep", "asap-rp"], names, threads=threads, ops=ops),
         workers=workers,
@@ -89,6 +91,9 @@ def render(df: pd.DataFrame) -> str:
         "single_line_epochs_pct",
         "deps_per_ms_ep",
         "deps_per_ms_rp",
+        "path_per_op_strict",
+        "path_per_op_epoch",
+        "path_per_op_strand",
     ]
     t = df[cols].copy()
     t.columns = [
@@ -99,6 +104,9 @@ def render(df: pd.DataFrame) -> str:
         "1-line epochs %",
         "deps/ms EP",
         "deps/ms RP",
+        "path/op strict",
+        "path/op epoch",
+        "path/op strand",
     ]
     text = t.to_string(index=False, float_format=lambda x: f"{x:,.1f}")
     mean = df["single_line_epochs_pct"].mean()

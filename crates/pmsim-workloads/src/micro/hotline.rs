@@ -14,7 +14,7 @@
 //! operation made durable by a completed dfence shows its ticket.
 
 use crate::ctx::{Gen, Interleaver};
-use crate::params::{ParamSpec, Params};
+use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, Workload};
 use pmsim_trace::MemImage;
@@ -22,8 +22,20 @@ use pmsim_trace::MemImage;
 pub struct HotLine;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "hot_lines", default: "1", unit: "lines", help: "PM counters the threads contend on (1..=8)" },
-    ParamSpec { name: "compute", default: "20", unit: "instructions", help: "non-memory instructions per operation" },
+    ParamSpec {
+        name: "hot_lines",
+        default: "1",
+        unit: "lines",
+        range: int(1, 8),
+        help: "PM counters the threads contend on (1..=8)",
+    },
+    ParamSpec {
+        name: "compute",
+        default: "20",
+        unit: "instructions",
+        range: int(0, 1 << 32),
+        help: "non-memory instructions per operation",
+    },
 ];
 
 /// Words of a counter line other than the counter: thread t < 7 writes word 1 + t.
