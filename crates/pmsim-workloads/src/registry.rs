@@ -35,6 +35,7 @@ fn all() -> impl Iterator<Item = &'static dyn Workload> {
         .chain(crate::whisper::WORKLOADS.iter().copied())
         .chain(crate::atlas::WORKLOADS.iter().copied())
         .chain(crate::index::WORKLOADS.iter().copied())
+        .chain(crate::broi::WORKLOADS.iter().copied())
 }
 
 /// Looks a workload up by name.
