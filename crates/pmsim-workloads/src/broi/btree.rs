@@ -97,12 +97,11 @@ impl Instance for Tree {
             c.load_u64(la + 8 + 8 * s as u64);
         }
         let found = self.leaves[li].keys.get(at) == Some(&key);
-        let op;
-        if found {
+        let op = if found {
             self.leaves[li].keys.remove(at);
             self.leaves[li].vals.remove(at);
             self.write_leaf(li);
-            op = 2;
+            2
         } else {
             if self.leaves[li].keys.len() == SLOTS {
                 if self.dir.len() == self.fanout || self.leaves.len() * LEAF as usize >= self.fanout * LEAF as usize {
@@ -125,8 +124,8 @@ impl Instance for Tree {
             self.leaves[li].keys.insert(at, key);
             self.leaves[li].vals.insert(at, self.tag);
             self.write_leaf(li);
-            op = 0;
-        }
+            0
+        };
         self.m.flush(c, tx);
         Done { op, key, value: self.tag }
     }
