@@ -9,7 +9,7 @@
 //! only lazily). Simplification: two levels; the root is sized from the footprint, and once it
 //! is full a split is refused (the insert becomes a lookup).
 
-use super::common::{drive, Done, Instance, Mirror, COMPUTE, REMOTE_GAP, REMOTE_REGION};
+use super::common::{drive, Done, Instance, Mirror, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
 use crate::params::{ParamSpec, Params};
@@ -27,6 +27,7 @@ const PARAMS: &[ParamSpec] = &[
     REMOTE_GAP,
     REMOTE_REGION,
     COMPUTE,
+    LOG_GAP,
 ];
 
 const SLOTS: usize = 15;

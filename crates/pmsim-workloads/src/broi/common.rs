@@ -8,7 +8,7 @@
 //! region with an `ofence` — the shape of `rdma_pwrite` traffic reaching the server's NVM (one
 //! barrier region per call). Run it with `broi.remote_threads = 1` so BROI treats it as remote.
 
-use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
+use crate::atlas::undo_log::{rollback, Tx};
 use crate::ctx::{Ctx, Gen, Interleaver};
 use crate::params::{ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
@@ -25,6 +25,12 @@ pub const REMOTE_GAP: ParamSpec = ParamSpec {
 };
 pub const REMOTE_REGION: ParamSpec =
     ParamSpec { name: "remote_region", default: "512", unit: "bytes", help: "bytes per remote-style barrier region" };
+pub const LOG_GAP: ParamSpec = ParamSpec {
+    name: "log_gap",
+    default: "4096",
+    unit: "bytes",
+    help: "space between consecutive threads' undo logs beyond the log size (0: logs exactly 256 KiB apart, all starting in one bank)",
+};
 pub const COMPUTE: ParamSpec =
     ParamSpec { name: "compute", default: "20", unit: "instructions", help: "non-memory work per operation" };
 
@@ -57,7 +63,13 @@ pub fn drive<I: Instance>(p: &Params, keys: u64, mut make: impl FnMut(usize, &mu
         pg.threads += 1;
     }
     let mut g = Gen::new(&pg);
-    let logs = alloc_logs(&mut g.heap, workers);
+    // Per-thread logs `log_gap` bytes apart beyond their size (a heap's per-allocation header
+    // page): with the logs exactly LOG_BYTES apart, every thread's log would start in the same
+    // bank under the stride mapping (LOG_BYTES is a multiple of banks x row), and that one bank
+    // would bound every design (DESIGN.md §9 finding; `log_gap=0` reproduces it).
+    let log_gap = p.get("log_gap").div_ceil(64) * 64;
+    let logs: Vec<u64> =
+        (0..workers).map(|_| g.heap.alloc_pm(crate::atlas::undo_log::LOG_BYTES + log_gap, 64)).collect();
     let mut inst: Vec<I> = (0..workers).map(|t| make(t, &mut g)).collect();
     let ring = if remote { g.heap.alloc_pm(REMOTE_RING, 4096) } else { 0 };
     let mut ring_off = 0u64;

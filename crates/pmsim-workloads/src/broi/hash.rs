@@ -6,7 +6,7 @@
 //! logged store); remove unlinks (one logged store to the predecessor's `next` or the head).
 //! Removed nodes return to the thread's free list. Loads walk the chain, as the real lookup.
 
-use super::common::{drive, Done, Instance, COMPUTE, REMOTE_GAP, REMOTE_REGION};
+use super::common::{drive, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
 use crate::params::{ParamSpec, Params};
@@ -24,6 +24,7 @@ const PARAMS: &[ParamSpec] = &[
     REMOTE_GAP,
     REMOTE_REGION,
     COMPUTE,
+    LOG_GAP,
 ];
 
 struct Table {

@@ -8,7 +8,7 @@
 //! pattern is the real one: a few scattered line updates per operation. Loads follow the search
 //! path.
 
-use super::common::{drive, Done, Instance, Mirror, COMPUTE, REMOTE_GAP, REMOTE_REGION};
+use super::common::{drive, Done, Instance, Mirror, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
 use crate::params::{ParamSpec, Params};
@@ -26,6 +26,7 @@ const PARAMS: &[ParamSpec] = &[
     REMOTE_GAP,
     REMOTE_REGION,
     COMPUTE,
+    LOG_GAP,
 ];
 
 const NIL: usize = usize::MAX;

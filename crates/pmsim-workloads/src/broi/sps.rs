@@ -3,7 +3,7 @@
 //! both undo-logged. An entry never written holds its implicit initial value (index + 1), so
 //! the vector needs no initialisation pass.
 
-use super::common::{drive, Done, Instance, COMPUTE, REMOTE_GAP, REMOTE_REGION};
+use super::common::{drive, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
 use crate::params::{ParamSpec, Params};
@@ -21,6 +21,7 @@ const PARAMS: &[ParamSpec] = &[
     REMOTE_GAP,
     REMOTE_REGION,
     COMPUTE,
+    LOG_GAP,
 ];
 
 struct Vector {

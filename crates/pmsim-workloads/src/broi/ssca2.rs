@@ -5,7 +5,7 @@
 //! and the vertex's degree. Per thread: its own vertex partition. Full adjacency arrays drop
 //! the edge (a read-only operation).
 
-use super::common::{drive, Done, Instance, COMPUTE, REMOTE_GAP, REMOTE_REGION};
+use super::common::{drive, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
 use crate::params::{ParamSpec, Params};
@@ -24,6 +24,7 @@ const PARAMS: &[ParamSpec] = &[
     REMOTE_GAP,
     REMOTE_REGION,
     COMPUTE,
+    LOG_GAP,
 ];
 
 struct Graph {

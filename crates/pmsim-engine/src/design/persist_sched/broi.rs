@@ -138,8 +138,7 @@ impl PersistScheduler for Broi {
         self.best.clear();
         self.best.resize(nb, None);
         let bpm = v.banks_per_mc.max(1);
-        let depth: usize = std::env::var("H12_DEPTH").ok().and_then(|x| x.parse().ok()).unwrap_or(1);
-        let open = |b: usize| v.backlog[b] < depth && v.queue_free[b / bpm] > 0;
+        let open = |b: usize| v.backlog[b] == 0 && v.queue_free[b / bpm] > 0;
         for (i, e) in q.entries.iter().enumerate() {
             let Some(first) = e.first_epoch() else { continue };
             let second = e.second_epoch();
