@@ -315,11 +315,12 @@ def cmd_profile(a: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
-    from pmsim.experiments import asap
+    from pmsim.experiments import asap, broi
 
-    if a.paper != "asap":
-        raise PmsimError(f"unknown paper '{a.paper}' (valid: asap)")
-    asap.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
+    papers = {"asap": asap.reproduce, "broi": broi.reproduce}
+    if a.paper not in papers:
+        raise PmsimError(f"unknown paper '{a.paper}' (valid: {', '.join(papers)})")
+    papers[a.paper](out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
     return 0
 
 
