@@ -60,6 +60,12 @@ def flatten(stats: dict) -> dict:
     if mcs:
         row["wpq_occupancy_avg"] = sum(m["wpq_occupancy_avg"] for m in mcs) / len(mcs)
         row["write_bandwidth_gbps"] = sum(m["write_bandwidth_gbps"] for m in mcs)
+        banks = [m["banks"] for m in mcs if "banks" in m]
+        if banks:
+            # Banked NVM model: BLP and row statistics averaged over MCs, throughput summed.
+            row["memory_throughput_gbps"] = sum(b["memory_throughput_gbps"] for b in banks)
+            for k in ("blp", "row_hit_rate", "bank_conflict_stall_pct"):
+                row[k] = sum(b[k] for b in banks) / len(banks)
     return row
 
 

@@ -362,7 +362,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
-    from pmsim.experiments import asap
+    from pmsim.experiments import asap, broi
 
     if a.paper == "persistency":
         from pmsim.experiments import persistency
@@ -370,8 +370,11 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         d = persistency.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
         print(f"wrote {d}/ (table1, fig3-5, PAPER.md)")
         return 0
+    if a.paper == "broi":
+        broi.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
+        return 0
     if a.paper != "asap":
-        raise PmsimError(f"unknown paper '{a.paper}' (valid: asap, persistency)")
+        raise PmsimError(f"unknown paper '{a.paper}' (valid: asap, persistency, broi)")
     asap.reproduce(
         out=a.out,
         scale=a.scale,
@@ -636,7 +639,7 @@ def parser() -> argparse.ArgumentParser:
         "paper",
         nargs="?",
         default="asap",
-        choices=["asap", "persistency"],
+        choices=["asap", "persistency", "broi"],
         help="which paper (default: asap)",
     )
     rp.add_argument(

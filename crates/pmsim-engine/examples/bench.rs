@@ -1,5 +1,6 @@
 //! Simulated trace events per host second: `cargo run --release -p pmsim-engine --example bench
-//! [workload] [design] [threads] [ops]`. (The user-facing command is `pmsim bench`.)
+//! [workload] [design] [threads] [ops] [section.field=value ...]`, e.g. `... array baseline 4
+//! 50000 pm.model=banked` for the banked NVM model. (The user-facing command is `pmsim bench`.)
 
 use pmsim_engine::{simulate, Config};
 use std::sync::Arc;
@@ -20,12 +21,20 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let mut cfg = Config::default();
+    for kv in args.iter().skip(5) {
+        let applied = kv.split_once('=').ok_or_else(|| format!("'{kv}' is not section.field=value"));
+        if let Err(e) = applied.and_then(|(k, v)| cfg.set(k, v).map_err(|e| e.to_string())) {
+            eprintln!("bench: {e}");
+            std::process::exit(2);
+        }
+    }
     let t = Arc::new(g.trace);
     let n = t.num_events();
     let mut best = f64::MAX;
     for _ in 0..3 {
         let t0 = std::time::Instant::now();
-        let s = match simulate(&t, &Config::default(), design) {
+        let s = match simulate(&t, &cfg, design) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("bench: {e}");
@@ -36,7 +45,8 @@ fn main() {
         std::hint::black_box(s);
     }
     println!(
-        "{workload} {design} threads={threads} ops={ops}: {n} events in {best:.3} s = {:.0} events/s",
+        "{workload} {design} threads={threads} ops={ops} pm.model={}: {n} events in {best:.3} s = {:.0} events/s",
+        cfg.pm.model,
         n as f64 / best
     );
 }

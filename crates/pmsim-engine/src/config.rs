@@ -144,7 +144,7 @@ config! {
         barrier_regs: usize = 2, "registers", @int(1, 4096), "barrier index registers per BROI entry: at most this many barriers (so regs+1 epochs) buffered per thread";
         remote_entries: usize = 2, "entries", @int(1, 64), "remote BROI entries (one per RDMA channel)";
         remote_threads: usize = 0, "cores", @int(0, 63), "the last this-many cores' persists enter the remote BROI queue instead of a local entry (the hybrid mode's remote-style stream)";
-        starvation_ns: f64 = 2000.0, "ns", @LATENCY_NS, "a remote request blocked this long is scheduled like a local one";
+        starvation_ns: f64 = 2000.0, "ns", @LATENCY_NS, "a remote request blocked this long is scheduled ahead of local ones (starvation threshold)";
         remote_low_util_pct: f64 = 50.0, "%", @num(0.0, 100.0), "remote requests go to a bank with no local candidate only while the MC write queue is below this occupancy";
         step_ns: f64 = 0.4, "ns", @LATENCY_NS, "latency of one scheduling step (the seed's synthesised controller: 0.4 ns)";
     }

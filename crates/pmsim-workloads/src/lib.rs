@@ -18,6 +18,7 @@ mod recovery;
 mod registry;
 
 pub mod atlas;
+pub mod broi;
 pub mod index;
 pub mod micro;
 pub mod persistency;

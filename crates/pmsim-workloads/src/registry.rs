@@ -38,6 +38,7 @@ fn all() -> impl Iterator<Item = &'static dyn Workload> {
         .chain(crate::index::WORKLOADS.iter().copied())
         .chain(crate::remote::WORKLOADS.iter().copied())
         .chain(crate::persistency::WORKLOADS.iter().copied())
+        .chain(crate::broi::WORKLOADS.iter().copied())
 }
 
 /// Looks a workload up by name.

@@ -1,0 +1,161 @@
+//! The driver the Table IV workloads share: per-thread structure instances, one undo-logged
+//! transaction per operation ([`crate::atlas::undo_log::Tx`], PMDK-style: each range logged once
+//! per transaction), the end-of-operation durability fence, the optional remote-style stream,
+//! and recovery (roll back the active transactions, then every word's history).
+//!
+//! The remote stream (hybrid mode) runs on one extra thread, the last: every `remote_gap`
+//! instructions it writes `remote_region` bytes sequentially into its own PM ring and ends the
+//! region with an `ofence` — the shape of `rdma_pwrite` traffic reaching the server's NVM (one
+//! barrier region per call). Run it with `broi.remote_threads = 1` so BROI treats it as remote.
+
+use crate::atlas::undo_log::{rollback, Tx};
+use crate::ctx::{Ctx, Gen, Interleaver};
+use crate::params::{int, ParamSpec, Params};
+use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::registry::Generated;
+use crate::whisper::common::History;
+use pmsim_trace::MemImage;
+
+/// Parameters every Table IV workload has (after its own `footprint_kib`).
+pub const REMOTE_GAP: ParamSpec = ParamSpec {
+    name: "remote_gap",
+    default: "0",
+    unit: "instructions",
+    range: int(0, 1 << 32),
+    help: "hybrid mode: non-memory work between two remote-style regions on one extra thread (0: no remote stream)",
+};
+pub const REMOTE_REGION: ParamSpec = ParamSpec {
+    name: "remote_region",
+    default: "512",
+    unit: "bytes",
+    range: int(64, 1 << 20),
+    help: "bytes per remote-style barrier region",
+};
+pub const LOG_GAP: ParamSpec = ParamSpec {
+    name: "log_gap",
+    default: "4096",
+    unit: "bytes",
+    range: int(0, 1 << 30), help: "space between consecutive threads' undo logs beyond the log size (0: logs exactly 256 KiB apart, all starting in one bank)",
+};
+pub const COMPUTE: ParamSpec = ParamSpec {
+    name: "compute",
+    default: "20",
+    unit: "instructions",
+    range: int(0, 1 << 32),
+    help: "non-memory work per operation",
+};
+
+/// Bytes of the remote stream's ring.
+const REMOTE_RING: u64 = 1 << 20;
+
+/// What one operation did (for the op log).
+pub struct Done {
+    pub op: u8,
+    pub key: u64,
+    pub value: u64,
+}
+
+/// A per-thread structure instance.
+pub trait Instance {
+    /// One operation on a key drawn by the driver in `0..keys`; stores go through `tx`.
+    fn op(&mut self, c: &mut Ctx<'_>, tx: &mut Tx, key: u64) -> Done;
+}
+
+/// Runs `ops` operations per thread; `make(thread, gen)` builds each thread's instance (its
+/// allocations come from the shared heap) and `keys` is the per-thread key space.
+pub fn drive<I: Instance>(p: &Params, keys: u64, mut make: impl FnMut(usize, &mut Gen) -> I) -> Generated {
+    let gap = p.get("remote_gap");
+    let region = p.get("remote_region").clamp(64, REMOTE_RING).div_ceil(64) * 64;
+    let compute = p.get("compute");
+    let workers = p.threads;
+    let remote = gap > 0;
+    let mut pg = p.clone();
+    if remote {
+        pg.threads += 1;
+    }
+    let mut g = Gen::new(&pg);
+    // Per-thread logs `log_gap` bytes apart beyond their size (a heap's per-allocation header
+    // page): with the logs exactly LOG_BYTES apart, every thread's log would start in the same
+    // bank under the stride mapping (LOG_BYTES is a multiple of banks x row), and that one bank
+    // would bound every design (DESIGN.md §9 finding; `log_gap=0` reproduces it).
+    let log_gap = p.get("log_gap").div_ceil(64) * 64;
+    let logs: Vec<u64> =
+        (0..workers).map(|_| g.heap.alloc_pm(crate::atlas::undo_log::LOG_BYTES + log_gap, 64)).collect();
+    let mut inst: Vec<I> = (0..workers).map(|t| make(t, &mut g)).collect();
+    let ring = if remote { g.heap.alloc_pm(REMOTE_RING, 4096) } else { 0 };
+    let mut ring_off = 0u64;
+    let mut rtag = 0u64;
+    let mut hist = History::default();
+    let mut txid = 0u64;
+    let keys = keys.max(1);
+    Interleaver::run(&mut g, pg.threads, p.ops, |c, _| {
+        if c.thread == workers {
+            c.compute(gap);
+            for off in (0..region).step_by(64) {
+                rtag += 1;
+                let a = ring + (ring_off + off) % REMOTE_RING;
+                let mut line = [0u8; 64];
+                line[..8].copy_from_slice(&rtag.to_le_bytes());
+                c.store(a, &line);
+            }
+            ring_off = (ring_off + region) % REMOTE_RING;
+            c.ofence();
+            return;
+        }
+        let key = c.rng().below(keys);
+        txid += 1;
+        c.begin("op");
+        c.compute(compute);
+        let mut tx = Tx::begin(logs[c.thread], txid, true, false);
+        let d = inst[c.thread].op(c, &mut tx, key);
+        let words = tx.commit(c);
+        let idx = c.g.log.ops.len() as u32;
+        hist.record(idx, words, &c.g.heap);
+        c.end("op", OpRecord { op: d.op, key: d.key, value: d.value, ..Default::default() });
+        c.op_dfence();
+    });
+    let (trace, log) = g.finish();
+    Generated { trace, recovery: Box::new(LoggedRecovery { logs, hist, log }) }
+}
+
+struct LoggedRecovery {
+    logs: Vec<u64>,
+    hist: History,
+    log: OpLog,
+}
+
+impl Recovery for LoggedRecovery {
+    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
+        let mut img = image.clone();
+        rollback(&mut img, &self.logs)?;
+        let checked = self.hist.check(&img, &self.log, None, dfence_done)?;
+        Ok(RecoveryReport { items: 0, durable_ops_checked: checked })
+    }
+}
+
+/// A host-side mirror of one node-structured PM region: fields are 8-byte words at
+/// `node + 8 * field`; [`Mirror::set`] records a change that [`Mirror::flush`] writes through
+/// the transaction (undo record first), so only words that really change are persisted.
+#[derive(Default)]
+pub struct Mirror {
+    dirty: Vec<(u64, u64)>,
+}
+
+impl Mirror {
+    pub fn set(&mut self, addr: u64, v: u64) {
+        match self.dirty.iter_mut().find(|d| d.0 == addr) {
+            Some(d) => d.1 = v,
+            None => self.dirty.push((addr, v)),
+        }
+    }
+
+    /// Writes the changed words whose value differs from the heap's, in address order.
+    pub fn flush(&mut self, c: &mut Ctx<'_>, tx: &mut Tx) {
+        self.dirty.sort_unstable();
+        for (a, v) in std::mem::take(&mut self.dirty) {
+            if c.peek(a, 8) != v {
+                tx.write_u64(c, a, v);
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! `sps`: random swaps between entries of a persistent vector (the seed's Table IV, after
+//! Kiln): each operation reads two random 8 B entries and writes each with the other's value,
+//! both undo-logged. An entry never written holds its implicit initial value (index + 1), so
+//! the vector needs no initialisation pass.
+
+use super::common::{drive, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
+use crate::atlas::undo_log::Tx;
+use crate::ctx::Ctx;
+use crate::params::{int, ParamSpec, Params};
+use crate::registry::{Generated, Workload};
+
+pub struct Sps;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "footprint_kib",
+        default: "16384",
+        unit: "KiB",
+        range: int(16, 1 << 24),
+        help: "PM footprint over all threads (the seed: 1 GB)",
+    },
+    REMOTE_GAP,
+    REMOTE_REGION,
+    COMPUTE,
+    LOG_GAP,
+];
+
+struct Vector {
+    base: u64,
+    n: u64,
+}
+
+impl Vector {
+    fn read(&self, c: &mut Ctx<'_>, i: u64) -> u64 {
+        match c.load_u64(self.base + i * 8) {
+            0 => i + 1,
+            v => v,
+        }
+    }
+}
+
+impl Instance for Vector {
+    fn op(&mut self, c: &mut Ctx<'_>, tx: &mut Tx, key: u64) -> Done {
+        let i = key % self.n;
+        let j = c.rng().below(self.n);
+        let (a, b) = (self.read(c, i), self.read(c, j));
+        if i != j {
+            tx.write_u64(c, self.base + i * 8, b);
+            tx.write_u64(c, self.base + j * 8, a);
+        }
+        Done { op: 1, key: i, value: j }
+    }
+}
+
+impl Workload for Sps {
+    fn name(&self) -> &'static str {
+        "sps"
+    }
+    fn description(&self) -> &'static str {
+        "BROI Table IV: random swaps between entries of a persistent vector per thread, undo-logged"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn generate(&self, p: &Params) -> Generated {
+        let n = (p.get("footprint_kib").max(16) * 1024 / p.threads as u64 / 8).max(64);
+        drive(p, n, |_, g| Vector { base: g.heap.alloc_pm(n * 8, 4096), n })
+    }
+}
