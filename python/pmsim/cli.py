@@ -319,8 +319,13 @@ def cmd_profile(a: argparse.Namespace) -> int:
 def cmd_reproduce(a: argparse.Namespace) -> int:
     from pmsim.experiments import asap
 
+    if a.paper == "broi":
+        from pmsim.experiments import remote
+
+        remote.run_fig12(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
+        return 0
     if a.paper != "asap":
-        raise PmsimError(f"unknown paper '{a.paper}' (valid: asap)")
+        raise PmsimError(f"unknown paper '{a.paper}' (valid: asap, broi)")
     asap.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
     return 0
 
