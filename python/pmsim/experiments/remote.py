@@ -11,6 +11,9 @@ order, the client waits only at commit). Outputs, under ``OUT/broi/``:
   sync region's latency spent on the network round trip (the paper: > 90%);
 - ``fig12_latency_sweep.csv`` / ``.png``: BSP over sync as the one-way link latency grows from 1
   to 20 µs — where BSP's advantage comes from (round trips it no longer waits for);
+- ``fig12_cpu_sweep.csv`` / ``.png``: BSP over sync as the clients' CPU work per operation is
+  scaled (×¼ to ×16 of each benchmark's default ``compute``) — what decides how much of the
+  saved round-trip time shows in throughput;
 - ``runs.csv``: every run's flattened statistics.
 
 Every number comes from a simulation run here with the documented defaults; nothing is tuned per
@@ -39,17 +42,23 @@ STRATEGIES = ["sync", "bsp"]
 CLIENTS = 4
 # Operations per client; memcached's writes are 5% of its requests, so it runs more of them to
 # see as many transactions replicated.
-SCALES = {"quick": {"ops": 150, "memcached_ops": 600}, "full": {"ops": 1500, "memcached_ops": 6000}}
+SCALES = {"quick": {"ops": 300, "memcached_ops": 1200}, "full": {"ops": 3000, "memcached_ops": 12000}}
 LATENCIES_US = [1, 2, 5, 10, 20]
+CPU_SCALES = [0.25, 1, 4, 16]
+# The benchmarks' default client CPU work (workload parameter `compute`, docs/workloads.md).
+DEFAULT_COMPUTE = {"tpcc": 4000, "ycsb": 4000, "ctree": 4000, "hashmap": 4000, "memcached": 40000}
 PAPER = {"tpcc": 2.5, "ycsb": 2.5, "ctree": 2.0, "hashmap": 2.0, "memcached": 1.15}
 
 
-def _jobs(sc: dict, experiment: str, grid: dict) -> list[dict]:
+def _jobs(sc: dict, experiment: str, grid: dict, cpu_scale: float | None = None) -> list[dict]:
     jobs = []
     for bench, wl in BENCHMARKS.items():
         ops = sc["memcached_ops"] if bench == "memcached" else sc["ops"]
-        for j in jobs_for(["baseline"], [wl], grid, threads=CLIENTS, ops=ops):
+        extra = {} if cpu_scale is None else {"compute": int(DEFAULT_COMPUTE[bench] * cpu_scale)}
+        for j in jobs_for(["baseline"], [wl], grid, threads=CLIENTS, ops=ops, **extra):
             j["label"] = {**j["label"], "experiment": experiment, "benchmark": bench}
+            if cpu_scale is not None:
+                j["label"]["cpu_scale"] = cpu_scale
             jobs.append(j)
     return jobs
 
@@ -76,6 +85,8 @@ def run_fig12(
         "latency",
         {"net_strategy": STRATEGIES, "net_link_latency_ns": [1000.0 * u for u in LATENCIES_US]},
     )
+    for f in CPU_SCALES:
+        jobs += _jobs(sc, "cpu", {"net_strategy": STRATEGIES}, cpu_scale=f)
     df = run_jobs(jobs, workers=workers, progress=progress, desc="BROI Fig 12 (remote)")
     write_atomic(outdir / "runs.csv", df.to_csv(index=False))
 
@@ -126,6 +137,21 @@ def run_fig12(
         ylabel="throughput ratio",
         path=outdir / "fig12_latency_sweep.png",
     )
+    cpu = df[df.experiment == "cpu"]
+    cpiv = cpu.pivot_table(
+        index=["benchmark", "cpu_scale"], columns="net_strategy", values="ops_per_sec", sort=False
+    )
+    csweep = (cpiv["bsp"] / cpiv["sync"]).rename("bsp_over_sync").reset_index()
+    write_atomic(outdir / "fig12_cpu_sweep.csv", csweep.round(3).to_csv(index=False))
+    plots.lines(
+        csweep,
+        x="cpu_scale",
+        y="bsp_over_sync",
+        hue="benchmark",
+        title="BSP over sync vs client CPU per operation (x default)",
+        ylabel="throughput ratio",
+        path=outdir / "fig12_cpu_sweep.png",
+    )
     print(f"Fig 12 — BSP over sync ({scale} scale, {CLIENTS} clients):")
     print(summary.round(3).to_string())
     print("BSP over sync vs one-way link latency (µs):")
@@ -133,6 +159,12 @@ def run_fig12(
         sweep.pivot_table(
             index="benchmark", columns="link_latency_us", values="bsp_over_sync", sort=False
         ).round(2)
+    )
+    print("BSP over sync vs client CPU per operation (x default):")
+    print(
+        csweep.pivot_table(index="benchmark", columns="cpu_scale", values="bsp_over_sync", sort=False).round(
+            2
+        )
     )
     print(f"results in {outdir}/")
     return outdir
