@@ -195,6 +195,11 @@ def cmd_trace(a: argparse.Namespace) -> int:
             )
             single = 100.0 * s["single_line_epochs"] / s["epochs"] if s["epochs"] else 0.0
             print(f"epochs {s['epochs']} ({single:.1f}% write a single line)")
+            if s.get("remote_regions"):
+                print(
+                    f"remote regions {s['remote_regions']} ({s['remote_bytes']} bytes) "
+                    f"from {s['client_threads']} client threads"
+                )
             print("events by kind: " + ", ".join(f"{k} {v}" for k, v in s["events_by_kind"].items() if v))
             print("events by thread: " + ", ".join(f"T{i} {v}" for i, v in enumerate(s["events_by_thread"])))
     elif a.trace_cmd == "gen":

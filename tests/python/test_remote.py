@@ -50,6 +50,10 @@ def test_convert_round_trips_and_stats_count_regions(cli, tmp_path: Path, remote
     assert "T0 rdma_pwrite 0 0x100000000 9000\n" in text and "T1 rdma_wait\n" in text
     st = json.loads(cli("trace", "stats", binf, "--json", check=True).stdout)
     assert (st["remote_regions"], st["remote_bytes"], st["client_threads"]) == (5, 9664, 2)
+    assert "remote regions 5 (9664 bytes) from 2 client threads" in cli("trace", "stats", remote_trace).stdout
+    from pmsim import api
+
+    assert api.trace_stats(str(remote_trace))["remote_regions"] == 5
     a = run_json(cli, "--trace", remote_trace)
     b = run_json(cli, "--trace", binf)
     assert a["sim_time_ps"] == b["sim_time_ps"] and a["net"] == b["net"]
