@@ -337,6 +337,9 @@ impl Net {
             let payload = self.mtu.min(ev.data - k * self.mtu);
             let wire = payload + self.overhead;
             let left_client = self.clients[cl].tx.send(ready, wire);
+            // The server's port serves packets in the order they were posted (not strictly in
+            // arrival order across clients): a simplification that keeps each client's packets
+            // in order, as RDMA's reliable connections deliver them.
             let delivered = self.server_rx.forward(left_client + self.latency_ps, wire);
             // The server NIC writes the payload into the LLC (DDIO).
             let in_llc = delivered + self.nic_ps + self.llc_ps;
