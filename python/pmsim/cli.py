@@ -99,6 +99,14 @@ def summary(s: dict) -> str:
     ]
     if s.get("design_stats"):
         lines.append("  design           " + ", ".join(f"{k} {v:g}" for k, v in s["design_stats"].items()))
+    net = s.get("net") or {}
+    if net.get("regions"):
+        lines.append(
+            f"  remote ({net['strategy']})   {net['clients']} clients, {net['regions']} regions, "
+            f"{net['packets']} packets; region latency {net['region_latency_avg_ns']:.1f} ns "
+            f"({100 * net['round_trip_share']:.1f}% round trip, "
+            f"server persist {net['server_persist_avg_ns']:.1f} ns)"
+        )
     return "\n".join(lines)
 
 

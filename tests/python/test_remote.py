@@ -66,6 +66,10 @@ def test_bsp_beats_sync_and_counts_packets(cli, remote_trace: Path):
         assert s["net"]["regions"] == 5 and s["net"]["persist_acks"] == 5
         assert s["net"]["packets"] == 3 + 1 + 1 + 1 + 1  # 9000 B at the 4096 B MTU: 3 packets
     assert bsp["sim_time_ps"] < sync["sim_time_ps"]
+    text = cli(
+        "run", "--trace", remote_trace, "--design", "baseline", "--set", "net.strategy=bsp", check=True
+    ).stdout
+    assert "remote (bsp)   2 clients, 5 regions, 7 packets" in text
     assert sync["stall_cycles"]["rdma"] > bsp["stall_cycles"]["rdma"] > 0
     # 4 us more one-way latency: T0 (the last to finish) waits for 3 sync round trips, each
     # crossing the link twice
