@@ -186,7 +186,7 @@ pub fn hybrid(server: &Trace, clients: &Trace) -> Result<Trace, String> {
     for r in &clients.pm {
         b.add_pm_range(r.base + shift, r.size);
     }
-    let mut push_all = |t: &Trace, first: usize, shift: u64, b: &mut TraceBuilder| {
+    let push_all = |t: &Trace, first: usize, shift: u64, b: &mut TraceBuilder| {
         let labels: Vec<u32> = t.labels.iter().map(|l| b.label(l)).collect();
         let mut buf = [0u8; 64];
         for (th, i) in t.global_order() {
