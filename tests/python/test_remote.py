@@ -166,5 +166,10 @@ def test_reproduce_broi_fig12(cli, tmp_path: Path):
         g = g.sort_values("link_latency_us")
         assert list(g.link_latency_us) == [1, 2, 5, 10, 20]
         assert g.bsp_over_sync.iloc[-1] > g.bsp_over_sync.iloc[0], bench
-    for png in ("fig12_remote.png", "fig12_latency_sweep.png"):
+    # Fig 4(c): 6 epochs of 512 B; sync pays 6 round trips (each crosses the 1 us link twice),
+    # bsp about one
+    f4 = pd.read_csv(d / "fig4c_transaction.csv").set_index("strategy")["latency_us"]
+    assert f4["sync"] > 6 * 2.0
+    assert f4["bsp"] < 2 * f4["sync"] / 6
+    for png in ("fig12_remote.png", "fig12_latency_sweep.png", "fig12_cpu_sweep.png"):
         assert (d / png).read_bytes()[:8] == PNG
