@@ -54,6 +54,8 @@ def flatten(stats: dict) -> dict:
         row[f"stall_{k}"] = v
     for k, v in stats.get("design_stats", {}).items():
         row[f"ds_{k}"] = v
+    for k, v in stats.get("net", {}).items():
+        row[f"net_{k}"] = v
     for k in ("pm_reads", "pm_writes"):
         row[k] = stats.get(k, 0)
     mcs = stats.get("mcs", [])

@@ -99,6 +99,14 @@ def summary(s: dict) -> str:
     ]
     if s.get("design_stats"):
         lines.append("  design           " + ", ".join(f"{k} {v:g}" for k, v in s["design_stats"].items()))
+    net = s.get("net") or {}
+    if net.get("regions"):
+        lines.append(
+            f"  remote ({net['strategy']})   {net['clients']} clients, {net['regions']} regions, "
+            f"{net['packets']} packets; region latency {net['region_latency_avg_ns']:.1f} ns "
+            f"({100 * net['round_trip_share']:.1f}% round trip, "
+            f"server persist {net['server_persist_avg_ns']:.1f} ns)"
+        )
     return "\n".join(lines)
 
 
@@ -220,6 +228,11 @@ def cmd_trace(a: argparse.Namespace) -> int:
             )
             single = 100.0 * s["single_line_epochs"] / s["epochs"] if s["epochs"] else 0.0
             print(f"epochs {s['epochs']} ({single:.1f}% write a single line)")
+            if s.get("remote_regions"):
+                print(
+                    f"remote regions {s['remote_regions']} ({s['remote_bytes']} bytes) "
+                    f"from {s['client_threads']} client threads"
+                )
             print("events by kind: " + ", ".join(f"{k} {v}" for k, v in s["events_by_kind"].items() if v))
             print("events by thread: " + ", ".join(f"T{i} {v}" for i, v in enumerate(s["events_by_thread"])))
             print(f"PM footprint {s['pm_footprint_bytes']} bytes")

@@ -75,3 +75,29 @@ fn client_workloads_keep_region_order_under_every_correct_design() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+#[test]
+fn hybrid_server_and_clients_pass_the_checker_and_the_servers_recovery() {
+    let gen =
+        |w: &str, ops: &str| pmsim_workloads::generate(w, &[("ops".to_string(), ops.to_string())].into()).unwrap();
+    let server = gen("array", "60");
+    let clients = gen("rdma-ctree", "15");
+    let trace = Arc::new(pmsim_workloads::remote::hybrid(&server.trace, &clients.trace).unwrap());
+    for (design, strategy) in [("baseline", "sync"), ("asap-rp", "bsp"), ("eadr", "bsp"), ("hops-ep", "sync")] {
+        let mut config = Config::default();
+        config.set("net.strategy", strategy).unwrap();
+        let req = Request {
+            trace: trace.clone(),
+            design: design.into(),
+            allow_broken: false,
+            config,
+            instants: Instants::Random { n: 300, seed: 5 },
+            model: None,
+            recovery: Some(&*server.recovery),
+            replay_input: "hybrid".into(),
+            max_failures: 1,
+        };
+        let r = run(&req).unwrap();
+        assert!(r.ok() && r.recovered == 300, "{design}/{strategy}: {}", describe(&r));
+    }
+}

@@ -131,3 +131,46 @@ fn bad_net_parameters_are_named() {
     let e = Config::default().set("net.channels", "0").unwrap_err().to_string();
     assert!(e.contains("net.channels"), "{e}");
 }
+
+#[test]
+fn clients_share_the_server_port_bandwidth() {
+    // Four clients each send one 64 KiB region at once: each client's own link is free, so the
+    // server's port is the bottleneck and the last region lands about 4 serialisations after the
+    // first could have.
+    let mut src = String::from("# pmsim trace v1\nthreads 4\n");
+    for t in 0..4u64 {
+        src.push_str(&format!("T{t} rdma_pwrite 0 {:#x} 65536\n", 0x1_0000_0000u64 + t * 0x100000));
+    }
+    let one = run("# pmsim trace v1\nthreads 1\nT0 rdma_pwrite 0 0x100000000 65536\n", &cfg(&[]), false);
+    let four = run(&src, &cfg(&[]), false);
+    let wire = 65536 + 16 * 78;
+    let (t1, t4) = (RunStats::collect(&one).sim_time_ps, RunStats::collect(&four).sim_time_ps);
+    assert!(t4 >= t1 + 3 * ser(wire, 40.0), "one {t1} four {t4}");
+    // And a faster link shortens it.
+    let fast = run(&src, &cfg(&[("net.link_gbps", "100")]), false);
+    assert!(RunStats::collect(&fast).sim_time_ps < t4);
+}
+
+#[test]
+fn remote_lines_share_the_wpqs_with_the_servers_local_threads() {
+    // A server thread streaming stores and flushes keeps the WPQs busy: the same region takes
+    // longer to persist than on an idle server.
+    let mut busy = String::from("# pmsim trace v1\nthreads 2\n");
+    for i in 0..400u64 {
+        busy.push_str(&format!(
+            "T0 store {:#x} 64\nT0 clwb {:#x}\n",
+            0x1_0800_0000u64 + i * 64,
+            0x1_0800_0000u64 + i * 64
+        ));
+        if i == 200 {
+            busy.push_str("T1 rdma_pwrite 0 0x100000000 4096\n");
+        }
+    }
+    busy.push_str("T0 sfence\n");
+    let c = cfg(&[("mc.wpq_entries", "4")]);
+    let idle = run("# pmsim trace v1\nthreads 1\nT0 rdma_pwrite 0 0x100000000 4096\n", &c, false);
+    let shared = run(&busy, &c, false);
+    let (a, b) =
+        (RunStats::collect(&idle).net.server_persist_avg_ns, RunStats::collect(&shared).net.server_persist_avg_ns);
+    assert!(b > a, "idle {a} ns, shared {b} ns");
+}

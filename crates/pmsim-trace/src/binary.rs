@@ -403,6 +403,7 @@ pub(crate) fn decode_block(
     count: u32,
     events: &mut Vec<Event>,
     bytes: &mut Vec<u8>,
+    pm: &[PmRange],
 ) -> Result<(), String> {
     let mut pos = 0usize;
     let mut prev: Option<u64> = None;
@@ -426,7 +427,15 @@ pub(crate) fn decode_block(
                 ev.addr = get_varint(payload, &mut pos).ok_or("truncated event")?;
                 ev.data = get_varint(payload, &mut pos).ok_or("truncated event")?;
                 let node = get_varint(payload, &mut pos).ok_or("truncated event")?;
-                ev.aux = u32::try_from(node).map_err(|_| format!("rdma_pwrite node {node} out of range"))?;
+                if node != crate::event::SERVER_NODE as u64 {
+                    return Err(format!("rdma_pwrite to node {node}, which does not exist (node 0 is the server)"));
+                }
+                if ev.data == 0 || ev.data > crate::event::MAX_REGION_BYTES {
+                    return Err(format!("rdma_pwrite size {} not in 1..={}", ev.data, crate::event::MAX_REGION_BYTES));
+                }
+                let pm = if pm.is_empty() { &[crate::DEFAULT_PM][..] } else { pm };
+                crate::text::check_region(node, ev.addr, ev.data, pm)?;
+                ev.aux = node as u32;
                 if kb & 0x80 != 0 {
                     return Err("rdma_pwrite carries no value".into());
                 }
@@ -475,7 +484,7 @@ pub fn read<R: Read + Seek>(file: &str, r: R) -> Result<Trace, TraceError> {
         match c.next(&|_| true)? {
             Some(Record::Block { thread, count, payload }) => {
                 let s = &mut threads[thread];
-                decode_block(&payload, count, &mut s.events, &mut s.bytes)
+                decode_block(&payload, count, &mut s.events, &mut s.bytes, &c.header.pm)
                     .map_err(|m| TraceError::new(file, 0, format!("block at byte {at}: {m}")))?;
             }
             Some(Record::Label { id, name }) => {
@@ -584,6 +593,16 @@ mod tests {
             let back = read("mem", std::io::Cursor::new(&bytes)).unwrap();
             assert_eq!(back, t, "compress={compress}");
         }
+    }
+
+    #[test]
+    fn a_region_outside_the_pm_ranges_is_reported() {
+        let mut b = TraceBuilder::new(1);
+        b.add_pm_range(0x1_0000_0000, 4096);
+        b.push(0, Event::rdma_pwrite(0, 0x1_0000_0f00, 512), None);
+        let bytes = write(Vec::new(), &b.finish(), false).unwrap();
+        let e = read("r.bin", std::io::Cursor::new(&bytes)).unwrap_err().to_string();
+        assert!(e.starts_with("r.bin") && e.contains("not inside one of the server's PM ranges"), "{e}");
     }
 
     #[test]

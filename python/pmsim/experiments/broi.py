@@ -253,7 +253,7 @@ def _paper_md(summary: pd.DataFrame, main: pd.DataFrame, sc11: pd.DataFrame, sca
             op_local=pct(summary.loc["local", "op_throughput_ratio"]),
             op_hybrid=pct(summary.loc["hybrid", "op_throughput_ratio"]),
         ),
-        "Fig 12 (RDMA network persistence) is the remote half of the paper: see `../remote/` when present.",
+        "Fig 12 (RDMA network persistence, BSP over sync): `fig12_remote.md` beside this file; the paper comparison and its causes are in the repository's PAPER.md.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -265,4 +265,4 @@ def _fig12(out: str, scale: str, workers: int | None, progress: bool) -> str:
     except ModuleNotFoundError:
         return "Fig 12 (RDMA, BSP vs sync): pmsim.experiments.remote is not available yet; skipped."
     remote.reproduce(out=out, scale=scale, workers=workers, progress=progress)
-    return "Fig 12: written by pmsim.experiments.remote under ../remote/."
+    return "Fig 12: fig12_remote.*, fig12_latency_sweep.*, fig12_cpu_sweep.* (runs in runs_fig12.csv), written by pmsim.experiments.remote; its paper comparison is in the repository's PAPER.md."

@@ -31,7 +31,8 @@ def profile(
     workers: int | None = None,
     progress: bool = True,
 ) -> pd.DataFrame:
-    names = workloads or [w["name"] for w in api.workloads()]
+    # Remote-persistence clients (rdma-*) persist only through rdma_pwrite: no local epochs.
+    names = workloads or [w["name"] for w in api.workloads() if not w["name"].startswith("rdma-")]
     rows = []
     for w in names:
         s = api.trace_stats(workload=w, threads=threads, ops=ops)

@@ -48,6 +48,15 @@ const TAG_WPQ_ACK: u16 = TAG_BASE + 2;
 /// A persist ACK reached the client. core = client, arg = region.
 const TAG_PERSIST_ACK: u16 = TAG_BASE + 3;
 
+/// The one place remote lines enter the server's memory system: the line's MC, whose WPQ it
+/// shares with the local threads' writes; `accepted` comes back (one on-chip hop) once the WPQ
+/// holds it. An MC-side persist scheduler with a remote-request entry point (BROI's
+/// local-before-remote rule, DESIGN.md §9) plugs in here.
+fn to_memory(m: &mut Machine, line: LineData, accepted: DesignEv) {
+    let mc = m.mc_of(line.line);
+    m.mc_write(mc, line, Some(accepted));
+}
+
 /// Whether a queued design event is the network model's.
 #[inline]
 pub fn is_net(ev: &DesignEv) -> bool {
@@ -294,6 +303,9 @@ impl Net {
             let payload = self.mtu.min(ev.data - k * self.mtu);
             let wire = payload + self.overhead;
             let left_client = self.clients[cl].tx.send(ready, wire);
+            // The server's port serves packets in the order they were posted (not strictly in
+            // arrival order across clients): a simplification that keeps each client's packets
+            // in order, as RDMA's reliable connections deliver them.
             let delivered = self.server_rx.forward(left_client + self.latency_ps, wire);
             // The server NIC writes the payload into the LLC (DDIO).
             let in_llc = delivered + self.nic_ps + self.llc_ps;
@@ -345,8 +357,7 @@ impl Net {
                     d.set(word_index(w), WordVal { id: r.gid, data: 0 });
                     w += 8;
                 }
-                let mc = m.mc_of(line);
-                m.mc_write(mc, d, Some(DesignEv { tag: TAG_WPQ_ACK, core: ev.core, arg: rid as u64 }));
+                to_memory(m, d, DesignEv { tag: TAG_WPQ_ACK, core: ev.core, arg: rid as u64 });
             }
             TAG_WPQ_ACK => {
                 let rid = ev.arg as usize;

@@ -160,6 +160,53 @@ pub fn client_trace(local: &Trace) -> Trace {
     b.finish()
 }
 
+/// A hybrid trace (the seed's Fig 9/10 "hybrid" scenario): the threads of `server` run on the NVM
+/// server while the client threads of `clients` write to it over RDMA. The server's threads come
+/// first (T0..), the clients after them; the clients' replicas move above the server's PM (the
+/// clients' PM ranges, shifted to the next 1 GiB boundary past the server's last range, join the
+/// server's), so remote regions never overlap the server's own data. Fails if `clients` has a
+/// thread that is not a client or the result would exceed 64 threads.
+pub fn hybrid(server: &Trace, clients: &Trace) -> Result<Trace, String> {
+    let (ns, nc) = (server.num_threads(), clients.num_threads());
+    if ns + nc > 64 {
+        return Err(format!("a hybrid trace of {ns} server and {nc} client threads exceeds 64 threads"));
+    }
+    if let Some(t) = clients.threads.iter().position(|s| {
+        s.events.iter().any(|e| !e.kind.is_remote() && !matches!(e.kind, Kind::Compute | Kind::Begin | Kind::End))
+    }) {
+        return Err(format!("thread T{t} of the client trace is not a client (it accesses memory)"));
+    }
+    let server_top = server.pm.iter().map(|r| r.base + r.size).max().unwrap_or(0);
+    let client_base = clients.pm.iter().map(|r| r.base).min().unwrap_or(0);
+    let shift = server_top.next_multiple_of(1 << 30).saturating_sub(client_base);
+    let mut b = TraceBuilder::new(ns + nc);
+    for r in &server.pm {
+        b.add_pm_range(r.base, r.size);
+    }
+    for r in &clients.pm {
+        b.add_pm_range(r.base + shift, r.size);
+    }
+    let push_all = |t: &Trace, first: usize, shift: u64, b: &mut TraceBuilder| {
+        let labels: Vec<u32> = t.labels.iter().map(|l| b.label(l)).collect();
+        let mut buf = [0u8; 64];
+        for (th, i) in t.global_order() {
+            let s = &t.threads[th as usize];
+            let mut ev = s.events[i as usize];
+            match ev.kind {
+                Kind::Begin | Kind::End => ev.addr = labels[ev.addr as usize] as u64,
+                Kind::RdmaPwrite => ev.addr += shift,
+                _ => {}
+            }
+            let value = if ev.has_value { s.value(&ev, &mut buf).map(|v| v.to_vec()) } else { None };
+            ev.has_value = false;
+            b.push(first + th as usize, ev, value.as_deref());
+        }
+    };
+    push_all(server, 0, 0, &mut b);
+    push_all(clients, ns, shift, &mut b);
+    Ok(b.finish())
+}
+
 /// Client workloads are checked at the server by the region-order rule of the crash checker
 /// (`pmsim_check::RegionOrder`); the application's own recovery runs on the client side, which
 /// pmsim does not crash. This recovery accepts every image and reports no items.
@@ -292,6 +339,34 @@ mod tests {
         );
         // The client trace is itself a valid trace (re-parses with every check).
         assert_eq!(parse_str("c", &text).unwrap(), c);
+    }
+
+    #[test]
+    fn a_hybrid_trace_runs_server_threads_beside_clients_writing_above_the_servers_pm() {
+        let server = crate::generate("array", &[("ops".to_string(), "50".to_string())].into()).unwrap().trace;
+        let clients = crate::generate("rdma-hashmap", &[("ops".to_string(), "20".to_string())].into()).unwrap().trace;
+        let h = hybrid(&server, &clients).unwrap();
+        assert_eq!(h.num_threads(), server.num_threads() + clients.num_threads());
+        let server_top = server.pm.iter().map(|r| r.base + r.size).max().unwrap();
+        let mut regions = 0;
+        for (t, s) in h.threads.iter().enumerate() {
+            let local = t < server.num_threads();
+            for e in &s.events {
+                let client_kind = e.kind.is_remote() || matches!(e.kind, Kind::Compute | Kind::Begin | Kind::End);
+                assert!(if local { !e.kind.is_remote() } else { client_kind }, "T{t} {:?}", e.kind);
+                if e.kind == Kind::RdmaPwrite {
+                    regions += 1;
+                    assert!(e.addr >= server_top && h.is_pm(e.addr) && h.is_pm(e.addr + e.data - 1));
+                }
+            }
+        }
+        assert!(regions > 0);
+        // The server's own events, values included, are unchanged.
+        assert_eq!(h.threads[0].events.len(), server.threads[0].events.len());
+        let mut out = Vec::new();
+        pmsim_trace::text::write(&mut out, &h).unwrap();
+        assert_eq!(parse_str("h", std::str::from_utf8(&out).unwrap()).unwrap(), h);
+        assert!(hybrid(&server, &server).unwrap_err().contains("not a client"));
     }
 
     #[test]
