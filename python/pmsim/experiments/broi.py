@@ -15,7 +15,6 @@ Fig 12 (RDMA network persistence, BSP over sync) belongs to the remote half of t
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pandas as pd
@@ -259,10 +258,11 @@ def _paper_md(summary: pd.DataFrame, main: pd.DataFrame, sc11: pd.DataFrame, sca
 
 
 def _fig12(out: str, scale: str, workers: int | None, progress: bool) -> str:
-    """Runs the remote half (Fig 12) when its module exists."""
-    try:
-        remote = importlib.import_module("pmsim.experiments.remote")
-    except ModuleNotFoundError:
-        return "Fig 12 (RDMA, BSP vs sync): pmsim.experiments.remote is not available yet; skipped."
+    """The remote half of the paper (Fig 12, RDMA): ``pmsim.experiments.remote``."""
+    from pmsim.experiments import remote
+
     remote.reproduce(out=out, scale=scale, workers=workers, progress=progress)
-    return "Fig 12: fig12_remote.*, fig12_latency_sweep.*, fig12_cpu_sweep.* (runs in runs_fig12.csv), written by pmsim.experiments.remote; its paper comparison is in the repository's PAPER.md."
+    return (
+        "Fig 12: fig12_remote.*, fig12_latency_sweep.*, fig12_cpu_sweep.* (runs in runs_fig12.csv),"
+        " written by pmsim.experiments.remote; its paper comparison is in the repository's PAPER.md."
+    )
