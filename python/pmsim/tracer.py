@@ -122,7 +122,19 @@ def build() -> tuple[Path, Path]:
 
 
 # Flags after which clang does not link (so the runtime is not added).
-_NO_LINK = {"-c", "-S", "-E", "-M", "-MM", "-fsyntax-only", "--version", "-dumpversion", "-dumpmachine"}
+# A shared library gets no runtime either: the executable that loads it carries one.
+_NO_LINK = {
+    "-c",
+    "-S",
+    "-E",
+    "-M",
+    "-MM",
+    "-fsyntax-only",
+    "--version",
+    "-dumpversion",
+    "-dumpmachine",
+    "-shared",
+}
 
 
 def compile_cmd(lang: str, args: list[str]) -> list[str]:

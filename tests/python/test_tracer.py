@@ -353,3 +353,33 @@ def test_missing_toolchain_names_the_debian_packages(tmp_path):
     assert r.returncode == 2
     assert r.stderr.startswith("pmsim: error:")
     assert "clang" in r.stderr and "llvm-dev" in r.stderr and "setup-tracer.sh" in r.stderr
+
+
+FORKER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+  volatile long *p = malloc(64);
+  p[0] = 1;
+  pid_t c = fork();
+  if (c == 0) { p[0] = 2; p[1] = 3; _exit(0); }
+  waitpid(c, NULL, 0);
+  p[2] = 4;
+  printf("done\n");
+  return 0;
+}
+"""
+
+
+def test_a_forked_child_is_not_traced_into_the_parents_trace(built, tmp_path):
+    src = tmp_path / "forker.c"
+    src.write_text(FORKER)
+    pmsim_cli("trace", "cc", "-O1", "-o", tmp_path / "forker", src, check=True)
+    r = pmsim_cli(
+        "trace", "record", "--volatile", "drop", "-o", tmp_path / "f.bin", "--", tmp_path / "forker"
+    )
+    assert r.returncode == 0 and r.stdout == "done\n"
+    s = _stats(tmp_path / "f.bin")
+    assert s["events_by_kind"]["store"] == 2 and s["threads"] == 1
