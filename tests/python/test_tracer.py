@@ -232,6 +232,7 @@ def test_uninstrumented_program_is_an_error(built, tmp_path):
 
 
 CRASHER = r"""
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -241,6 +242,7 @@ int main(int argc, char **argv) {
   asm volatile("sfence" ::: "memory");
   printf("before the crash\n");
   fflush(stdout);
+  if (argc > 1 && argv[1][0] == 'k') raise(SIGKILL); /* no handler runs: pmsim repairs the file */
   if (argc > 1) *(volatile int *)0 = 1;
   return 3;
 }
@@ -268,6 +270,25 @@ def test_crashing_program_leaves_an_incomplete_trace(built, tmp_path):
     assert run.returncode == 2 and "incomplete" in run.stderr and "--allow-incomplete" in run.stderr
     run = pmsim_cli("run", "--trace", tmp_path / "crash.bin", "--design", "baseline", "--allow-incomplete")
     assert run.returncode == 0, run.stderr
+    # SIGKILL: the runtime cannot finish the file; pmsim cuts it after its last whole record
+    r = pmsim_cli("trace", "record", "-o", tmp_path / "kill.bin", "--", tmp_path / "crasher", "kill")
+    assert r.returncode == 2 and "SIGKILL" in r.stderr
+    assert "killed by signal 9" in dict(_stats(tmp_path / "kill.bin")["meta"])["incomplete"]
+    crash = pmsim_cli("crash", "--trace", tmp_path / "kill.bin", "--design", "baseline", "--random", "5")
+    assert crash.returncode == 2 and "incomplete" in crash.stderr
+
+
+def test_unoptimised_build_traces_the_same_events(built, tmp_path):
+    pmsim_cli(
+        "trace", "cc", "-O0", "-mclwb", "-pthread", "-o", tmp_path / "l0", EXAMPLES / "pm_list.c", check=True
+    )
+    r = pmsim_cli(
+        "trace", "record", "--volatile", "drop", "-o", tmp_path / "l0.bin", "--", tmp_path / "l0", "9"
+    )
+    assert r.returncode == 0, r.stderr
+    kinds = _stats(tmp_path / "l0.bin")["events_by_kind"]
+    for k, v in pm_list_expected(9).items():
+        assert kinds[k] == v, (k, kinds[k], v)
 
 
 def test_compiler_wrapper_passes_flags_and_errors_through(built, tmp_path):
