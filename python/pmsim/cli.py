@@ -217,7 +217,9 @@ def cmd_trace(a: argparse.Namespace) -> int:
         if a.file:
             from pmsim import _core
 
-            s["meta"] = _core.trace_meta(a.file)
+            meta = _core.trace_meta(a.file)
+            if meta:  # only traces that carry metadata (e.g. from `pmsim trace record`)
+                s["meta"] = meta
         if a.json:
             print(json.dumps(s, indent=2))
         else:

@@ -33,10 +33,12 @@ SETUP_HINT = "run scripts/setup-tracer.sh (or: apt-get install clang llvm-dev)"
 
 
 def source_dir() -> Path:
-    """The tracer's sources: $PMSIM_TRACER_SRC, or tools/tracer of the checkout pmsim runs from."""
+    """The tracer's sources: $PMSIM_TRACER_SRC, tools/tracer of the checkout pmsim was installed
+    from in editable mode, or tools/tracer under the current directory (a checkout)."""
     env = os.environ.get("PMSIM_TRACER_SRC")
     cands = [Path(env)] if env else []
     cands.append(Path(__file__).resolve().parents[2] / "tools" / "tracer")
+    cands.append(Path.cwd() / "tools" / "tracer")
     for c in cands:
         if (c / "pass" / "PmTracePass.cpp").is_file() and (c / "runtime" / "pmtrace_rt.c").is_file():
             return c
@@ -122,7 +124,19 @@ def build() -> tuple[Path, Path]:
 
 
 # Flags after which clang does not link (so the runtime is not added).
-_NO_LINK = {"-c", "-S", "-E", "-M", "-MM", "-fsyntax-only", "--version", "-dumpversion", "-dumpmachine"}
+# A shared library gets no runtime either: the executable that loads it carries one.
+_NO_LINK = {
+    "-c",
+    "-S",
+    "-E",
+    "-M",
+    "-MM",
+    "-fsyntax-only",
+    "--version",
+    "-dumpversion",
+    "-dumpmachine",
+    "-shared",
+}
 
 
 def compile_cmd(lang: str, args: list[str]) -> list[str]:

@@ -10,6 +10,7 @@ missing: run scripts/setup-tracer.sh.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from conftest import PMSIM, pmsim_cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
+# The tracer's sources are this checkout's (pmsim may be installed non-editable).
+os.environ["PMSIM_TRACER_SRC"] = str(REPO / "tools" / "tracer")
 
 
 def _require_toolchain() -> None:
@@ -192,6 +195,21 @@ def test_baseline_satisfies_x86_and_the_broken_baseline_does_not(built):
     )
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "failing image" in bad.stdout
+    # every other design, running the legacy trace with its sfence -> dfence mapping, satisfies
+    # x86 persistency too (it orders at least as much as the baseline)
+    for d in ("eadr", "bbb", "hops-ep", "hops-rp", "asap-ep", "asap-rp"):
+        r = pmsim_cli(
+            "crash",
+            "--trace",
+            built / "pm_list_crash.bin",
+            "--design",
+            d,
+            "--model",
+            "x86",
+            "--random",
+            "100",
+        )
+        assert r.returncode == 0, (d, r.stdout + r.stderr)
 
 
 def test_missing_program_is_an_error(built, tmp_path):
@@ -217,6 +235,7 @@ def test_uninstrumented_program_is_an_error(built, tmp_path):
 
 
 CRASHER = r"""
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -226,6 +245,7 @@ int main(int argc, char **argv) {
   asm volatile("sfence" ::: "memory");
   printf("before the crash\n");
   fflush(stdout);
+  if (argc > 1 && argv[1][0] == 'k') raise(SIGKILL); /* no handler runs: pmsim repairs the file */
   if (argc > 1) *(volatile int *)0 = 1;
   return 3;
 }
@@ -253,6 +273,25 @@ def test_crashing_program_leaves_an_incomplete_trace(built, tmp_path):
     assert run.returncode == 2 and "incomplete" in run.stderr and "--allow-incomplete" in run.stderr
     run = pmsim_cli("run", "--trace", tmp_path / "crash.bin", "--design", "baseline", "--allow-incomplete")
     assert run.returncode == 0, run.stderr
+    # SIGKILL: the runtime cannot finish the file; pmsim cuts it after its last whole record
+    r = pmsim_cli("trace", "record", "-o", tmp_path / "kill.bin", "--", tmp_path / "crasher", "kill")
+    assert r.returncode == 2 and "SIGKILL" in r.stderr
+    assert "killed by signal 9" in dict(_stats(tmp_path / "kill.bin")["meta"])["incomplete"]
+    crash = pmsim_cli("crash", "--trace", tmp_path / "kill.bin", "--design", "baseline", "--random", "5")
+    assert crash.returncode == 2 and "incomplete" in crash.stderr
+
+
+def test_unoptimised_build_traces_the_same_events(built, tmp_path):
+    pmsim_cli(
+        "trace", "cc", "-O0", "-mclwb", "-pthread", "-o", tmp_path / "l0", EXAMPLES / "pm_list.c", check=True
+    )
+    r = pmsim_cli(
+        "trace", "record", "--volatile", "drop", "-o", tmp_path / "l0.bin", "--", tmp_path / "l0", "9"
+    )
+    assert r.returncode == 0, r.stderr
+    kinds = _stats(tmp_path / "l0.bin")["events_by_kind"]
+    for k, v in pm_list_expected(9).items():
+        assert kinds[k] == v, (k, kinds[k], v)
 
 
 def test_compiler_wrapper_passes_flags_and_errors_through(built, tmp_path):
@@ -271,3 +310,152 @@ def test_compiler_wrapper_passes_flags_and_errors_through(built, tmp_path):
     r = pmsim_cli("trace", "record", "-o", tmp_path / "cpp.bin", "--", tmp_path / "okcpp")
     assert r.returncode == 0 and r.stdout == "499500\n", r.stderr
     assert _stats(tmp_path / "cpp.bin")["pm_store_bytes"] >= 8000  # the vector's elements (heap = PM)
+
+
+MAPPER = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+/* mapper FILE: 8 stores to a mapped file, each line flushed, one sfence;
+   mapper -: the same on an anonymous mapping at 0x7e0000000000. */
+int main(int argc, char **argv) {
+  void *p;
+  if (argv[1][0] == '-') {
+    p = mmap((void *)0x7e0000000000, 4096, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  } else {
+    int fd = open(argv[1], O_RDWR | O_CREAT, 0644);
+    if (fd < 0 || ftruncate(fd, 4096)) return 1;
+    p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  if (p == MAP_FAILED) return 1;
+  volatile uint64_t *w = p;
+  for (int i = 0; i < 8; i++) {
+    w[i * 8] = i + 1;
+    asm volatile("clwb %0" : "+m"(w[i * 8]));
+  }
+  asm volatile("sfence" ::: "memory");
+  printf("ok\n");
+  return 0;
+}
+"""
+
+
+def test_pm_conventions_dax_and_range(built, tmp_path):
+    src = tmp_path / "mapper.c"
+    src.write_text(MAPPER)
+    pmsim_cli("trace", "cc", "-O2", "-o", tmp_path / "mapper", src, check=True)
+    dax = tmp_path / "dax"
+    dax.mkdir()
+    cases = [
+        (f"dax:{dax}", [str(dax / "f")], 8),
+        ("heap", [str(tmp_path / "g")], 0),  # a mapped file is not heap
+        (f"dax:{dax}", [str(tmp_path / "g")], 0),  # a file outside the DAX directory
+        ("range:0x7e0000000000:0x1000", ["-"], 8),
+        ("range:0x7e0000001000:0x1000", ["-"], 0),
+    ]
+    for pm, args, pm_stores in cases:
+        out = tmp_path / "m.bin"
+        r = pmsim_cli("trace", "record", "--pm", pm, "-o", out, "--", tmp_path / "mapper", *args)
+        assert r.returncode == 0 and r.stdout == "ok\n", (pm, r.stderr)
+        s = _stats(out)
+        assert s["pm_stores"] == pm_stores, (pm, args, s["pm_stores"])
+        assert s["events_by_kind"]["clwb"] == 8 and s["events_by_kind"]["sfence"] == 1
+        assert s["pm_footprint_bytes"] == 64 * pm_stores
+
+
+def test_missing_toolchain_names_the_debian_packages(tmp_path):
+    # Only the venv's own directory on PATH: no clang, no llvm-config.
+    bindir = Path(PMSIM[0]).parent if len(PMSIM) == 1 else Path(sys.executable).parent
+    env = {"PATH": str(bindir), "HOME": str(tmp_path)}
+    r = subprocess.run(
+        [*PMSIM, "trace", "cc", "-c", "x.c"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert r.returncode == 2
+    assert r.stderr.startswith("pmsim: error:")
+    assert "clang" in r.stderr and "llvm-dev" in r.stderr and "setup-tracer.sh" in r.stderr
+
+
+FORKER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+  volatile long *p = malloc(64);
+  p[0] = 1;
+  pid_t c = fork();
+  if (c == 0) { p[0] = 2; p[1] = 3; _exit(0); }
+  waitpid(c, NULL, 0);
+  p[2] = 4;
+  printf("done\n");
+  return 0;
+}
+"""
+
+
+def test_a_forked_child_is_not_traced_into_the_parents_trace(built, tmp_path):
+    src = tmp_path / "forker.c"
+    src.write_text(FORKER)
+    pmsim_cli("trace", "cc", "-O1", "-o", tmp_path / "forker", src, check=True)
+    r = pmsim_cli(
+        "trace", "record", "--volatile", "drop", "-o", tmp_path / "f.bin", "--", tmp_path / "forker"
+    )
+    assert r.returncode == 0 and r.stdout == "done\n"
+    s = _stats(tmp_path / "f.bin")
+    assert s["events_by_kind"]["store"] == 2 and s["threads"] == 1
+
+
+CONDVAR = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static long *slot; static int full; static long n = 50;
+static void *consumer(void *a) {
+  long sum = 0;
+  for (long i = 0; i < n; i++) {
+    pthread_mutex_lock(&m);
+    while (!full) pthread_cond_wait(&cv, &m);
+    sum += *slot; full = 0;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&m);
+  }
+  return (void *)sum;
+}
+int main(void) {
+  slot = malloc(64);
+  pthread_t t; pthread_create(&t, NULL, consumer, NULL);
+  for (long i = 0; i < n; i++) {
+    pthread_mutex_lock(&m);
+    while (full) pthread_cond_wait(&cv, &m);
+    *(volatile long *)slot = i; full = 1;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&m);
+  }
+  void *r; pthread_join(t, &r);
+  printf("sum=%ld\n", (long)r);
+  return 0;
+}
+"""
+
+
+def test_condition_variables_trace_and_replay(built, tmp_path):
+    # A producer/consumer hand-off through a mutex and a condition variable: 50 items. Each side
+    # locks and unlocks 50 times and signals 50 times; waits add release+acquire pairs. The
+    # trace must replay (sync ordinals consistent with the global order) under every design.
+    src = tmp_path / "cv.c"
+    src.write_text(CONDVAR)
+    pmsim_cli("trace", "cc", "-O2", "-pthread", "-o", tmp_path / "cv", src, check=True)
+    r = pmsim_cli("trace", "record", "-o", tmp_path / "cv.bin", "--", tmp_path / "cv")
+    assert r.returncode == 0 and r.stdout == f"sum={sum(range(50))}\n", r.stderr
+    k = _stats(tmp_path / "cv.bin")["events_by_kind"]
+    waits = (k["acquire"] - 2 * 50 - 2) // 2  # each wait: acquire cond + acquire mutex
+    assert waits >= 0 and k["acquire"] == 2 * 50 + 2 + 2 * waits  # + thread start, join
+    assert k["release"] == 2 * 50 + 2 * 50 + 2 + waits  # unlocks, signals, create + exit, waits
+    out = pmsim_cli("compare", "--trace", tmp_path / "cv.bin", "-q", check=True).stdout
+    assert "asap-rp" in out and "baseline" in out

@@ -19,6 +19,7 @@
 //!   rmw that synchronises with it (**Sync**), so "a store performed after that fence, in that
 //!   thread or in one synchronised with it" requires the flushed store.
 //! - **Line**: cached stores to one 64 B line persist in their performed order.
+//!
 //! Nothing else is ordered: program order alone orders no persists, and loads order nothing.
 //!
 //! `sfence`/`mfence` become nodes of their own (never stores, so never required durable); their
@@ -49,8 +50,7 @@ pub(crate) fn add_edges(
 
     // Line order over performed cached stores.
     let mut line_stores: FxHashMap<u64, Vec<NodeId>> = FxHashMap::default();
-    for (t, s) in trace.threads.iter().enumerate() {
-        let _ = t;
+    for s in &trace.threads {
         for e in &s.events {
             if !e.kind.writes() || e.kind == Kind::NtStore {
                 continue;

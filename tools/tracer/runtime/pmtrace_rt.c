@@ -400,6 +400,12 @@ static uint64_t parse_num(const char *s, const char **end) {
 
 static void heap_init(void);
 
+/* A forked child does not trace (it would interleave its events into the parent's file). */
+static void child_off(void) {
+  g_on = 0;
+  g_finished = 1;
+}
+
 __attribute__((constructor(101))) static void pmt_init(void) {
   const char *out = getenv("PMSIM_TRACE_OUT");
   if (!out || !*out)
@@ -445,6 +451,9 @@ __attribute__((constructor(101))) static void pmt_init(void) {
   g_on = 1;
   if (meta && *meta)
     write_meta(meta);
+  /* Programs this one executes are not traced into the same file. */
+  unsetenv("PMSIM_TRACE_OUT");
+  pthread_atfork(NULL, NULL, child_off);
   if (g_mode == PM_HEAP)
     heap_init();
   atexit(on_exit_hook);
