@@ -208,7 +208,7 @@ impl Config {
         Ok(c)
     }
 
-    /// Applies `section.field=value` (also accepts `section_field`).
+    /// Applies `section.field=value` (also accepts `section_field`); on error nothing changes.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         let name = self.canonical(key)?;
         let (sec, field) = name.split_once('.').unwrap_or(("", ""));
@@ -235,8 +235,11 @@ impl Config {
             _ => return Err(param_err(&name, "cannot be set")),
         };
         *slot = parsed;
-        *self = v.try_into().map_err(|e: toml::de::Error| param_err(&name, e.message().to_string()))?;
-        self.validate()
+        let next: Config = v.try_into().map_err(|e: toml::de::Error| param_err(&name, e.message().to_string()))?;
+        // A refused value leaves the configuration as it was.
+        next.validate()?;
+        *self = next;
+        Ok(())
     }
 
     /// Resolves `pm_write_ns` / `pm.write_ns` to the dotted name, or lists close names.
@@ -382,6 +385,14 @@ mod tests {
         assert!(e.contains("'abc' is not an integer"), "{e}");
         let e = c.set("l1.replacement", "fifo").unwrap_err().to_string();
         assert!(e.contains("unknown value 'fifo' (valid: lru, random)"), "{e}");
+    }
+
+    #[test]
+    fn a_refused_set_leaves_the_configuration_unchanged() {
+        // Found by the set_overrides fuzz target: set() used to assign before validating.
+        let mut c = Config::default();
+        assert!(c.set("l1.ways", "3").is_err());
+        assert_eq!(c, Config::default());
     }
 
     #[test]
