@@ -403,7 +403,6 @@ pub(crate) fn decode_block(
     count: u32,
     events: &mut Vec<Event>,
     bytes: &mut Vec<u8>,
-    pm: &[PmRange],
 ) -> Result<(), String> {
     let mut pos = 0usize;
     let mut prev: Option<u64> = None;
@@ -427,15 +426,8 @@ pub(crate) fn decode_block(
                 ev.addr = get_varint(payload, &mut pos).ok_or("truncated event")?;
                 ev.data = get_varint(payload, &mut pos).ok_or("truncated event")?;
                 let node = get_varint(payload, &mut pos).ok_or("truncated event")?;
-                if node != crate::event::SERVER_NODE as u64 {
-                    return Err(format!("rdma_pwrite to node {node}, which does not exist (node 0 is the server)"));
-                }
-                if ev.data == 0 || ev.data > crate::event::MAX_REGION_BYTES {
-                    return Err(format!("rdma_pwrite size {} not in 1..={}", ev.data, crate::event::MAX_REGION_BYTES));
-                }
-                let pm = if pm.is_empty() { &[crate::DEFAULT_PM][..] } else { pm };
-                crate::text::check_region(node, ev.addr, ev.data, pm)?;
-                ev.aux = node as u32;
+                // Node and region are checked by the shared validator, like the text reader's.
+                ev.aux = u32::try_from(node).map_err(|_| format!("rdma_pwrite node {node} out of range"))?;
                 if kb & 0x80 != 0 {
                     return Err("rdma_pwrite carries no value".into());
                 }
@@ -484,7 +476,7 @@ pub fn read<R: Read + Seek>(file: &str, r: R) -> Result<Trace, TraceError> {
         match c.next(&|_| true)? {
             Some(Record::Block { thread, count, payload }) => {
                 let s = &mut threads[thread];
-                decode_block(&payload, count, &mut s.events, &mut s.bytes, &c.header.pm)
+                decode_block(&payload, count, &mut s.events, &mut s.bytes)
                     .map_err(|m| TraceError::new(file, 0, format!("block at byte {at}: {m}")))?;
             }
             Some(Record::Label { id, name }) => {

@@ -198,7 +198,7 @@ impl EventSource for BinarySource {
             let at = self.cursor.offset;
             match self.cursor.next(&|t| t == me)? {
                 Some(Record::Block { count, payload, .. }) => {
-                    decode_block(&payload, count, &mut chunk.events, &mut chunk.bytes, &self.cursor.header.pm)
+                    decode_block(&payload, count, &mut chunk.events, &mut chunk.bytes)
                         .map_err(|m| TraceError::new(&self.cursor.file, 0, format!("block at byte {at}: {m}")))?;
                     return Ok(true);
                 }
