@@ -16,6 +16,8 @@ fn build(evs: &[(usize, u8, u64, u8)]) -> Trace {
     let mut b = TraceBuilder::new(3);
     b.add_pm_range(0x1_0000_0000, 1 << 30);
     let op = b.label("op");
+    // Open operations per thread: an `end` without its `begin` is not a valid trace.
+    let mut open = [0u32; 3];
     for &(t, k, w, s) in evs {
         // Words 0..15 persistent (spread over a few lines), 16..23 volatile.
         let addr = if w < 16 { 0x1_0000_0000 + w * 24 } else { 0x5000 + (w - 16) * 8 };
@@ -30,8 +32,15 @@ fn build(evs: &[(usize, u8, u64, u8)]) -> Trace {
             5 => Event::mem(Kind::Acquire, addr & !7, 8),
             6 => Event::mem(Kind::Release, addr & !7, 8),
             7 => Event::mem(Kind::Rmw, addr & !7, 8),
-            8 => Event { addr: op as u64, ..Event::new(Kind::Begin) },
-            _ => Event { addr: op as u64, ..Event::new(Kind::End) },
+            8 => {
+                open[t] += 1;
+                Event { addr: op as u64, ..Event::new(Kind::Begin) }
+            }
+            _ if open[t] == 0 => Event::new(Kind::Ofence),
+            _ => {
+                open[t] -= 1;
+                Event { addr: op as u64, ..Event::new(Kind::End) }
+            }
         };
         b.push(t, ev, None);
     }
