@@ -267,7 +267,7 @@ def _paper_md(t1: pd.DataFrame, be: pd.DataFrame, figs: pd.DataFrame, scale: str
         "- **Strand.** pmsim's strand path is nearly constant over the whole run: each insert's",
         "  entry starts a strand with no predecessor, and every head persist may join the previous",
         "  one (DESIGN §8 coalescing: nothing else is at its level), so the persist-bound rate grows",
-        "  with the run's length. The seed reports bounded values (12 to 29), so its tracer",
+        "  with the run's length. The seed reports bounded values (12 to 29), which suggests its tracer",
         "  coalesced less (it does not say how often a head persist could join); both are far above",
         "  1, the paper's point.",
         "- **2LC.** As the seed's Table 1 reports, epoch and racing are the same for 2LC (no",
