@@ -121,3 +121,11 @@ def test_a_trace_without_operations_is_refused(tmp_path):
     assert r.returncode == 2 and "no operations" in r.stderr and len(r.stderr.splitlines()) == 1
     r = pmsim_cli("analyze", "--trace", tmp_path / "missing.trace")
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_bench_reports_events_per_second(trace):
+    r = pmsim_cli("analyze", "--trace", trace, "--bench")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [x.split(":")[0].strip() for x in lines] == ["strict", "epoch", "strand", "all"]
+    assert all("13 events" in x and "M events/s" in x for x in lines)

@@ -35,7 +35,14 @@ impl Model {
                 other => return Err(AnalysisError::UnknownModel(other.to_string())),
             }
         }
-        out.dedup();
+        // Each model once, in the order first named.
+        let mut seen = Vec::new();
+        out.retain(|m| {
+            !seen.contains(m) && {
+                seen.push(*m);
+                true
+            }
+        });
         Ok(out)
     }
 }

@@ -189,4 +189,8 @@ fn bad_parameters_are_refused() {
     }
     assert!(matches!(Model::parse_list("racing"), Err(AnalysisError::UnknownModel(_))));
     assert_eq!(Model::parse_list("all").unwrap(), Model::ALL.to_vec());
+    assert_eq!(
+        Model::parse_list("strand,strict,strand,all").unwrap(),
+        vec![Model::Strand, Model::Strict, Model::Epoch]
+    );
 }

@@ -80,6 +80,11 @@ pub struct BinarySource {
 }
 
 impl BinarySource {
+    /// The file's name, for error messages.
+    pub fn file(&self) -> &str {
+        &self.cursor.file
+    }
+
     pub fn open(path: &std::path::Path, thread: usize) -> Result<BinarySource, TraceError> {
         let name = path.display().to_string();
         let f = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
@@ -99,7 +104,7 @@ impl BinarySource {
 
     /// The labels (checked: ids in order, names a text trace can hold, no repeats) and the END
     /// record's event count, skipping blocks.
-    fn scan(path: &std::path::Path) -> Result<(Vec<String>, u64), TraceError> {
+    pub(crate) fn scan(path: &std::path::Path) -> Result<(Vec<String>, u64), TraceError> {
         let mut s = BinarySource::open(path, usize::MAX)?;
         let file = s.cursor.file.clone();
         let mut labels: Vec<String> = Vec::new();
@@ -142,48 +147,7 @@ impl BinarySource {
 /// text trace is checked. Runs and conversions that stream a binary file call this first, so
 /// they accept exactly what the in-memory reader accepts.
 pub fn validate_binary(path: &std::path::Path) -> Result<(), TraceError> {
-    let (labels, total) = BinarySource::scan(path)?;
-    let first = BinarySource::open(path, 0)?;
-    let name = first.cursor.file.clone();
-    let threads = first.header().threads;
-    let first_pm = first.header().pm.clone();
-    let mut srcs = vec![first];
-    for t in 1..threads {
-        srcs.push(BinarySource::open(path, t)?);
-    }
-    let mut v = crate::validate::Validator::new(threads);
-    v.labels = labels.len();
-    v.pm = first_pm;
-    let mut chunks: Vec<Chunk> = (0..threads).map(|_| Chunk::default()).collect();
-    let mut pos = vec![0usize; threads];
-    let mut live = vec![true; threads];
-    let mut n = 0u64;
-    loop {
-        let mut best: Option<(u64, usize)> = None;
-        for t in 0..threads {
-            if live[t] && pos[t] >= chunks[t].events.len() {
-                pos[t] = 0;
-                live[t] = srcs[t].next_chunk(&mut chunks[t])?;
-            }
-            if live[t] {
-                let g = chunks[t].events[pos[t]].gid;
-                if best.is_none_or(|(bg, _)| g < bg) {
-                    best = Some((g, t));
-                }
-            }
-        }
-        let Some((_, t)) = best else { break };
-        let ev = chunks[t].events[pos[t]];
-        pos[t] += 1;
-        n += 1;
-        v.order(&ev)
-            .and_then(|_| v.event(t, &ev))
-            .map_err(|m| TraceError::new(&name, 0, format!("T{t} event {}: {m}", ev.gid)))?;
-    }
-    if n != total {
-        return Err(TraceError::new(&name, 0, format!("END says {total} events, blocks hold {n}")));
-    }
-    Ok(())
+    crate::ordered::GlobalOrderReader::open(path)?.for_each(|_, _| {})
 }
 
 impl EventSource for BinarySource {
