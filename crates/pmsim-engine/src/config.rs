@@ -351,6 +351,15 @@ impl Config {
                 return Err(param_err(n, "must be at least 1"));
             }
         }
+        if self.broi.remote_threads > self.broi.remote_entries {
+            return Err(param_err(
+                "broi.remote_threads",
+                format!(
+                    "must not exceed broi.remote_entries ({}): each remote stream needs its own channel, got {}",
+                    self.broi.remote_entries, self.broi.remote_threads
+                ),
+            ));
+        }
         if self.broi.remote_threads >= self.core.count {
             return Err(param_err(
                 "broi.remote_threads",
