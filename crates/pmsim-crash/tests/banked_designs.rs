@@ -74,6 +74,35 @@ fn workloads_on_banked_memory_survive_random_crashes() {
     }
 }
 
+#[test]
+fn hybrid_remote_stream_through_the_remote_queue_survives_random_crashes() {
+    for design in ["delegated", "broi"] {
+        for w in ["hash", "sps"] {
+            let mut p = std::collections::BTreeMap::new();
+            for (k, v) in [("ops", "60"), ("threads", "2"), ("remote_gap", "200")] {
+                p.insert(k.to_string(), v.to_string());
+            }
+            let g = pmsim_workloads::generate(w, &p).unwrap();
+            let mut cfg = banked(false);
+            cfg.core.count = 3;
+            cfg.broi.remote_threads = 1;
+            let req = Request {
+                trace: Arc::new(g.trace.clone()),
+                design: design.to_string(),
+                allow_broken: false,
+                config: cfg,
+                instants: Instants::Random { n: 200, seed: 5 },
+                model: None,
+                recovery: Some(&*g.recovery),
+                replay_input: format!("--workload {w} -p ops=60 -p threads=2 -p remote_gap=200"),
+                max_failures: 1,
+            };
+            let r = run(&req).unwrap_or_else(|e| panic!("{w} under {design}: {e}"));
+            assert!(r.ok(), "{w} hybrid under {design}: {}", describe(&r));
+        }
+    }
+}
+
 fn describe(r: &Report) -> String {
     match r.failures.first() {
         Some(f) => format!("{} images; first failure: {:?}", r.images, f),

@@ -279,6 +279,15 @@ impl Config {
         if self.bank.drain_low_pct > self.bank.drain_high_pct {
             return Err(param_err("bank.drain_low_pct", "must not exceed bank.drain_high_pct"));
         }
+        if self.broi.remote_threads > self.broi.remote_entries {
+            return Err(param_err(
+                "broi.remote_threads",
+                format!(
+                    "must not exceed broi.remote_entries ({}): each remote stream needs its own channel, got {}",
+                    self.broi.remote_entries, self.broi.remote_threads
+                ),
+            ));
+        }
         if self.broi.remote_threads >= self.core.count {
             return Err(param_err(
                 "broi.remote_threads",

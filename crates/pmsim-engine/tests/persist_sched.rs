@@ -196,3 +196,63 @@ fn the_broken_variant_does_cross_barriers() {
     let reqs = [(0u16, 1u8, 0u16), (0, 0, 1)];
     assert!(crosses_barrier("broi", true, &reqs, &[false]));
 }
+
+/// The remote entry point (what an RDMA path's remote persist buffer calls): two barrier regions
+/// on one channel; the first sits in one bank (slow, serialised), the second spreads over the
+/// others (fast). The barrier keeps every line of the first region ahead of the second at NVM.
+#[test]
+fn remote_regions_persist_in_order_through_submit_remote() {
+    let (order, r1, r2) = remote_run(false);
+    let last_r1 = order.iter().rposition(|l| r1.contains(l)).unwrap();
+    let first_r2 = order.iter().position(|l| r2.contains(l)).unwrap();
+    assert!(last_r1 < first_r2, "region 2 reached NVM before region 1 finished: {order:x?}");
+    // Without the barrier (the broken variant), the fast region overtakes the slow one.
+    let (order, r1, r2) = remote_run(true);
+    let last_r1 = order.iter().rposition(|l| r1.contains(l)).unwrap();
+    let first_r2 = order.iter().position(|l| r2.contains(l)).unwrap();
+    assert!(first_r2 < last_r1, "{order:x?}");
+}
+
+/// Submits the two regions and runs the controller to completion; returns the order lines
+/// reached NVM and the two regions' lines.
+fn remote_run(broken: bool) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+    use pmsim_engine::design::delegated::Delegated;
+    use pmsim_engine::design::Design;
+    use pmsim_engine::machine::{Ev, Machine};
+    use pmsim_engine::Config;
+
+    let mut cfg = Config::default();
+    cfg.pm.model = "banked".into();
+    cfg.mc.count = 1;
+    let mut m = Machine::new(&cfg, Vec::new(), false);
+    let mut d = Delegated::new("broi", "broi", &cfg, broken);
+    let base = 0x1_0000_0000u64;
+    // Region 1: eight lines of bank 0 in two rows (conflicts); region 2: one line in each of
+    // banks 1..7 and one more.
+    let r1: Vec<u64> = (0..8).map(|i| base + (i % 2) * 8 * 2048 + (i / 2) * 64).collect();
+    let r2: Vec<u64> = (1..9).map(|b| base + (b % 8) * 2048 + 1024).collect();
+    let mut todo: Vec<(u64, bool)> = r1.iter().enumerate().map(|(i, &a)| (a, i == 0)).collect();
+    todo.extend(r2.iter().enumerate().map(|(i, &a)| (a, i == 0)));
+    let mut next = 0;
+    while next < todo.len() || m.peek_time().is_some() {
+        while next < todo.len() {
+            let (a, new_region) = todo[next];
+            let mut line = LineData::new(a);
+            line.set(0, pmsim_trace::WordVal { id: next as u64 + 1, data: 1 });
+            if !d.submit_remote(&mut m, 0, line, new_region) {
+                break;
+            }
+            next += 1;
+        }
+        let Some((t, ev)) = m.pop() else { break };
+        m.now = t;
+        match ev {
+            Ev::Design(e) => d.on_event(&mut m, e),
+            Ev::McDone(mc) => m.mc_complete(mc as usize),
+            _ => {}
+        }
+    }
+    assert_eq!(d.remote_persisted(0), 16);
+    assert_eq!(m.nvm_written.len(), 16);
+    (m.nvm_written.clone(), r1, r2)
+}

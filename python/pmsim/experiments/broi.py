@@ -192,8 +192,9 @@ _WHY = """## Why pmsim's numbers differ from the paper's
   transaction shape on every thread, so a global epoch holds one small epoch (1-3 lines) of each
   thread and lasts as long as its slowest member's bank conflicts (300 ns write conflicts);
   `broi` releases each thread's next epoch as soon as its own completes. With one thread there
-  is nothing to interleave and the two are identical (Fig 11's first row); the gain depends on
-  how many threads contend for the banks.
+  is no other thread to interleave and the two stay close (Fig 11's first row: what remains is
+  BROI's one-candidate-per-bank order against the baseline filling the write queue); the gain
+  depends on how many threads contend for the banks.
 - **BLP, not row hits, is the lever.** BROI raises BLP (table above) with row-hit rates about
   equal: Eq. 2 ranks by bank parallelism and uses row hits only to break ties (the write queue's
   FR-FCFS still prefers hits under both designs).

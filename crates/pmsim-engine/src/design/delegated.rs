@@ -359,10 +359,10 @@ impl Delegated {
         for (mc, mcs) in m.mcs.iter().enumerate() {
             v.queue_free[mc] = mcs.queue_free();
             v.queue_cap[mc] = mcs.queue_cap();
-            for b in 0..v.banks_per_mc {
-                let g = mc * v.banks_per_mc + b;
-                v.backlog[g] = mcs.bank_backlog(now, b);
-                v.open_row[g] = mcs.banks.as_ref().map_or(u64::MAX, |x| x.open_row(b));
+            let bpm = v.banks_per_mc;
+            mcs.bank_backlogs(now, &mut v.backlog[mc * bpm..(mc + 1) * bpm]);
+            for b in 0..bpm {
+                v.open_row[mc * bpm + b] = mcs.banks.as_ref().map_or(u64::MAX, |x| x.open_row(b));
             }
         }
         let mut picks = std::mem::take(&mut self.picks);

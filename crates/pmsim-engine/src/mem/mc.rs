@@ -205,6 +205,22 @@ impl<R: Copy> Mc<R> {
         }
     }
 
+    /// [`Mc::bank_backlog`] of every bank at once (one pass over the queue).
+    pub fn bank_backlogs(&self, now: u64, out: &mut [usize]) {
+        out.iter_mut().for_each(|x| *x = 0);
+        match &self.banks {
+            Some(b) => {
+                for e in self.wpq.iter().filter(|e| e.start > now) {
+                    out[b.locate(e.data.line).0] += 1;
+                }
+                for w in &self.waiting {
+                    out[b.locate(w.data.line).0] += 1;
+                }
+            }
+            None => out[0] = self.bank_backlog(now, 0),
+        }
+    }
+
     /// Free entries in the queue.
     pub fn queue_free(&self) -> usize {
         if self.waiting.is_empty() {

@@ -64,6 +64,7 @@ pub struct Broi {
     size: Vec<u32>,
     pri: Vec<f64>,
     best: Vec<Option<Cand>>,
+    free: Vec<usize>,
     steps: u64,
     picks: u64,
     remote_picks: u64,
@@ -83,6 +84,7 @@ impl Broi {
             size: Vec::new(),
             pri: Vec::new(),
             best: Vec::new(),
+            free: Vec::new(),
             steps: 0,
             picks: 0,
             remote_picks: 0,
@@ -163,13 +165,14 @@ impl PersistScheduler for Broi {
                 }
             }
         }
-        let mut free = v.queue_free.clone();
+        self.free.clear();
+        self.free.extend_from_slice(&v.queue_free);
         for b in 0..nb {
             let Some(c) = self.best[b] else { continue };
             let (i, seq) = (c.entry, c.seq);
             let remote = q.entries[i].remote;
             let mc = b / bpm;
-            if free[mc] == 0 {
+            if self.free[mc] == 0 {
                 continue;
             }
             if c.class == 0 {
@@ -179,7 +182,7 @@ impl PersistScheduler for Broi {
                     continue;
                 }
             }
-            free[mc] -= 1;
+            self.free[mc] -= 1;
             if remote {
                 self.remote_picks += 1;
                 if c.class == 2 {

@@ -22,6 +22,9 @@ pub struct InOrder {
     /// Per global epoch: requests not yet persisted.
     remaining: BTreeMap<u64, u32>,
     epochs_drained: u64,
+    /// Scratch, reused across steps: (seq, entry, mc) candidates and free queue entries per MC.
+    cand: Vec<(u64, usize, usize)>,
+    free: Vec<usize>,
 }
 
 impl InOrder {
@@ -74,18 +77,19 @@ impl PersistScheduler for InOrder {
 
     fn pick(&mut self, q: &Queues, v: &BankView, out: &mut Vec<Pick>) {
         self.advance();
-        let mut free = v.queue_free.clone();
+        self.free.clear();
+        self.free.extend_from_slice(&v.queue_free);
         // Oldest first across entries: by arrival sequence.
-        let mut cand: Vec<(u64, usize, usize)> = Vec::new();
+        self.cand.clear();
         for (i, e) in q.entries.iter().enumerate() {
             for r in e.queued.iter().filter(|r| r.tag <= self.current) {
-                cand.push((r.seq, i, r.mc as usize));
+                self.cand.push((r.seq, i, r.mc as usize));
             }
         }
-        cand.sort_unstable();
-        for (seq, i, mc) in cand {
-            if free[mc] > 0 {
-                free[mc] -= 1;
+        self.cand.sort_unstable();
+        for &(seq, i, mc) in &self.cand {
+            if self.free[mc] > 0 {
+                self.free[mc] -= 1;
                 out.push((i, seq));
             }
         }
