@@ -14,9 +14,9 @@ if cargo +nightly fuzz --version >/dev/null 2>&1; then
   for t in "${targets[@]}"; do
     echo "== $t: libFuzzer for ${share}s"
     # a scratch corpus so the checked-in seeds stay small
-    mkdir -p "fuzz/artifacts/$t" "target/fuzz-corpus/$t"
-    (cd fuzz && cargo +nightly fuzz run "$t" "../target/fuzz-corpus/$t" corpus/"$t" -- \
-      -max_total_time="$share" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+    mkdir -p "target/fuzz-corpus/$t"
+    cargo +nightly fuzz run -O "$t" "$PWD/target/fuzz-corpus/$t" "$PWD/fuzz/corpus/$t" -- \
+      -max_total_time="$share" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
   done
   exit 0
 fi

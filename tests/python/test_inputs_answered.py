@@ -297,3 +297,11 @@ def test_trace_from_stdin(tmp_path, sample_trace, fmt):
         )
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout == direct.stdout
+
+
+def test_python_api_refuses_checking_nothing():
+    import pmsim
+
+    for kw in ({"random": 0}, {"random": 3, "max_failures": 0}):
+        with pytest.raises(pmsim.PmsimError, match="at least 1"):
+            pmsim.crash("baseline", workload="array", ops=5, threads=1, **kw)

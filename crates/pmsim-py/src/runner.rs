@@ -216,6 +216,13 @@ pub fn crash(
     if modes != 1 {
         return Err("give exactly one of --at, --random or --every".into());
     }
+    // Zero would check nothing and still report success.
+    if spec.random == Some(0) {
+        return Err("--random N: N must be at least 1".into());
+    }
+    if spec.max_failures == 0 {
+        return Err("--max-failures must be at least 1".into());
+    }
     let model = match &spec.model {
         Some(m) => Some(
             pmsim_check::Model::from_name(m)
