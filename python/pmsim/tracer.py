@@ -1,7 +1,8 @@
 """Tracing real C/C++ programs: ``pmsim trace cc`` / ``c++`` / ``record``.
 
 Why it exists: researchers want to simulate *their* persistent-memory code. The tracer
-(``tools/tracer/``: an LLVM pass plugin for clang and a C runtime) instruments a program at
+(``python/pmsim/tracer_src/``: an LLVM pass plugin for clang and a C runtime; docs in
+``tools/tracer/README.md``) instruments a program at
 compile time; this module builds it on first use (cached per source hash and clang version),
 wraps clang with gcc-style flags so ``CC="pmsim trace cc" make`` works, and runs an
 instrumented program to record a pmsim trace with its provenance.
@@ -33,18 +34,17 @@ SETUP_HINT = "run scripts/setup-tracer.sh (or: apt-get install clang llvm-dev)"
 
 
 def source_dir() -> Path:
-    """The tracer's sources: $PMSIM_TRACER_SRC, tools/tracer of the checkout pmsim was installed
-    from in editable mode, or tools/tracer under the current directory (a checkout)."""
+    """The tracer's sources: $PMSIM_TRACER_SRC, else the copy shipped inside the package
+    (``pmsim/tracer_src/``: the pass and the runtime, built on first use)."""
     env = os.environ.get("PMSIM_TRACER_SRC")
     cands = [Path(env)] if env else []
-    cands.append(Path(__file__).resolve().parents[2] / "tools" / "tracer")
-    cands.append(Path.cwd() / "tools" / "tracer")
+    cands.append(Path(__file__).resolve().parent / "tracer_src")
     for c in cands:
         if (c / "pass" / "PmTracePass.cpp").is_file() and (c / "runtime" / "pmtrace_rt.c").is_file():
             return c
     raise PmsimError(
-        "tracer sources not found (tools/tracer); install pmsim from a source checkout "
-        "(pip install -e .) or set PMSIM_TRACER_SRC"
+        "tracer sources not found (pmsim/tracer_src in the installed package); reinstall pmsim "
+        "or set PMSIM_TRACER_SRC to a folder holding pass/ and runtime/"
     )
 
 

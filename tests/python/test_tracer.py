@@ -10,7 +10,6 @@ missing: run scripts/setup-tracer.sh.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,8 +20,6 @@ from conftest import PMSIM, pmsim_cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-# The tracer's sources are this checkout's (pmsim may be installed non-editable).
-os.environ["PMSIM_TRACER_SRC"] = str(REPO / "tools" / "tracer")
 
 
 def _require_toolchain() -> None:
