@@ -253,7 +253,8 @@ def _paper_md(summary: pd.DataFrame, main: pd.DataFrame, sc11: pd.DataFrame, sca
             op_local=pct(summary.loc["local", "op_throughput_ratio"]),
             op_hybrid=pct(summary.loc["hybrid", "op_throughput_ratio"]),
         ),
-        "Fig 12 (RDMA network persistence, BSP over sync): `fig12_remote.md` beside this file; the paper comparison and its causes are in the repository's PAPER.md.",
+        "Fig 12 (RDMA network persistence, BSP over sync): `fig12_remote.md` beside this file; the"
+        " paper comparison and its causes are in the repository's PAPER.md.",
     ]
     return "\n".join(lines) + "\n"
 
