@@ -379,6 +379,8 @@ def cmd_profile(a: argparse.Namespace) -> int:
 def cmd_reproduce(a: argparse.Namespace) -> int:
     from pmsim.experiments import asap, broi
 
+    if a.paper != "asap" and a.config:
+        raise PmsimError(f"--config: only 'reproduce asap' runs under a configuration file, not '{a.paper}'")
     if a.paper == "persistency":
         from pmsim.experiments import persistency
 
@@ -386,7 +388,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         print(f"wrote {d}/ (table1, fig3-5, PAPER.md)")
         return 0
     if a.paper == "broi":
-        broi.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet)
+        broi.reproduce(out=a.out, scale=a.scale, workers=a.jobs, progress=not a.quiet, cache=not a.no_cache)
         return 0
     if a.paper != "asap":
         raise PmsimError(f"unknown paper '{a.paper}' (valid: asap, persistency, broi)")

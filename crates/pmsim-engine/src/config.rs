@@ -106,7 +106,7 @@ config! {
         write_gbps: f64 = 2.3, "GB/s", @num(0.001, 1e4), "media write bandwidth per MC";
         xpbuffer_lines: usize = 0, "lines", @int(0, 1 << 20), "on-DIMM buffer (Optane XPBuffer) per MC holding recently read or written lines; 0 = off";
         xpbuffer_ns: f64 = 40.0, "ns", @LATENCY_NS, "read latency of a line found in the on-DIMM buffer";
-        model: String = "optane".into(), "name", @one_of(&["optane", "banked"]), "PM media model: optane (WPQ in ADR, latency + bandwidth per MC) | banked (banks with open-page row buffers, FR-FCFS with write drain; [bank] section, DESIGN.md section 9)";
+        model: String = "optane".into(), "name", @one_of(&["optane", "banked"]), "PM media model: optane (WPQ in ADR, latency + bandwidth per MC) | banked (banks with open-page row buffers, FR-FCFS with write drain; [bank] section, docs/design.md §9)";
     }
     bank: BankCfg {
         count: usize = 8, "banks", @pow2(1, 1024), "banks per MC (banked model; power of two)";
@@ -156,7 +156,7 @@ config! {
         access_cycles: u64 = 50, "cycles", @int(0, 1_000_000_000), "global TS register access latency";
     }
     net: NetCfg {
-        strategy: String = "sync".into(), "name", @one_of(&["sync", "bsp", "broken-bsp-unordered"]), "remote persistence (rdma_pwrite, DESIGN §9): sync (each region waits for its persist ACK) | bsp (regions stream in order; the client waits only at rdma_wait)";
+        strategy: String = "sync".into(), "name", @one_of(&["sync", "bsp", "broken-bsp-unordered"]), "remote persistence (rdma_pwrite, docs/design.md §9): sync (each region waits for its persist ACK) | bsp (regions stream in order; the client waits only at rdma_wait)";
         link_latency_ns: f64 = 1000.0, "ns", @LATENCY_NS, "one-way wire + switch latency per packet (a small RDMA write's round trip is ~2 x (this + 2 x nic_ns) = 3.2 us: 'a few us', ConnectX-class NICs)";
         link_gbps: f64 = 40.0, "Gb/s", @above(0.0, 1e6), "link bandwidth of every NIC port, each direction (40-100 Gb/s RDMA links; 40 = QDR InfiniBand / 40 GbE)";
         mtu_bytes: u64 = 4096, "bytes", @int(64, 1 << 20), "largest packet payload (InfiniBand / RoCE MTU); a region is sent as ceil(size / mtu) packets";

@@ -9,8 +9,8 @@ Table III machine (``configs/broi-table3.toml``: banked NVM, 8 banks, 2 KiB rows
 scenario adds the remote-style stream of sequential 512 B barrier regions on one extra core,
 routed to the remote BROI queue (``broi.remote_threads = 1``). Nothing is tuned per workload.
 
-Fig 12 (RDMA network persistence, BSP over sync) belongs to the remote half of the paper:
-``pmsim.experiments.remote`` (its own issue) writes it; this command calls it when present.
+Fig 12 (RDMA network persistence, BSP over sync), the remote half of the paper, is written by
+``pmsim.experiments.remote``, which this command runs too (same folder).
 """
 
 from __future__ import annotations
@@ -77,7 +77,11 @@ def _geomean(s: pd.Series) -> float:
 
 
 def reproduce(
-    out: str = "results", scale: str = "quick", workers: int | None = None, progress: bool = True
+    out: str = "results",
+    scale: str = "quick",
+    workers: int | None = None,
+    progress: bool = True,
+    cache: bool = True,
 ) -> Path:
     outdir = Path(out) / "broi"
     outdir.mkdir(parents=True, exist_ok=True)
@@ -87,7 +91,7 @@ def reproduce(
         jobs += _jobs("fig9", scenario, sc["threads"], sc["ops"], BENCHMARKS)
     for t in sc["fig11_threads"]:
         jobs += _jobs("fig11", "local", t, sc["fig11_ops"], BENCHMARKS)
-    df = run_jobs(jobs, workers=workers, progress=progress, desc="BROI evaluation")
+    df = run_jobs(jobs, workers=workers, progress=progress, desc="BROI evaluation", cache=cache)
     df = df.rename(columns={"workload": "benchmark"})
     df["mops"] = df["ops_per_sec"] / 1e6
     write_atomic(outdir / "runs.csv", df.to_csv(index=False))
@@ -148,7 +152,7 @@ def reproduce(
 
     summary = _summary(main)
     write_atomic(outdir / "PAPER.md", _paper_md(summary, main, sc11, scale, sc))
-    notes = _fig12(out, scale, workers, progress)
+    notes = _fig12(out, scale, workers, progress, cache)
     write_atomic(outdir / "NOTES.txt", notes + "\n")
     print(f"BROI over delegated, geomean of {', '.join(BENCHMARKS)} ({scale} scale):")
     print(summary.round(3).to_string())
@@ -259,11 +263,11 @@ def _paper_md(summary: pd.DataFrame, main: pd.DataFrame, sc11: pd.DataFrame, sca
     return "\n".join(lines) + "\n"
 
 
-def _fig12(out: str, scale: str, workers: int | None, progress: bool) -> str:
+def _fig12(out: str, scale: str, workers: int | None, progress: bool, cache: bool) -> str:
     """The remote half of the paper (Fig 12, RDMA): ``pmsim.experiments.remote``."""
     from pmsim.experiments import remote
 
-    remote.reproduce(out=out, scale=scale, workers=workers, progress=progress)
+    remote.reproduce(out=out, scale=scale, workers=workers, progress=progress, cache=cache)
     return (
         "Fig 12: fig12_remote.*, fig12_latency_sweep.*, fig12_cpu_sweep.* (runs in runs_fig12.csv),"
         " written by pmsim.experiments.remote; its paper comparison is in the repository's PAPER.md."

@@ -91,7 +91,11 @@ def fig4c(outdir: Path, epochs: int = 6, size: int = 512) -> pd.DataFrame:
 
 
 def run_fig12(
-    out: str = "results", scale: str = "quick", workers: int | None = None, progress: bool = True
+    out: str = "results",
+    scale: str = "quick",
+    workers: int | None = None,
+    progress: bool = True,
+    cache: bool = True,
 ) -> Path:
     """Runs Fig 12 and its link-latency sweep; returns the output directory."""
     outdir = Path(out) / "broi"
@@ -105,7 +109,7 @@ def run_fig12(
     )
     for f in CPU_SCALES:
         jobs += _jobs(sc, "cpu", {"net_strategy": STRATEGIES}, cpu_scale=f)
-    df = run_jobs(jobs, workers=workers, progress=progress, desc="BROI Fig 12 (remote)")
+    df = run_jobs(jobs, workers=workers, progress=progress, desc="BROI Fig 12 (remote)", cache=cache)
     write_atomic(outdir / "runs_fig12.csv", df.to_csv(index=False))
 
     fig = df[df.experiment == "fig12"].rename(
@@ -194,7 +198,11 @@ def run_fig12(
 
 
 def reproduce(
-    out: str = "results", scale: str = "quick", workers: int | None = None, progress: bool = True
+    out: str = "results",
+    scale: str = "quick",
+    workers: int | None = None,
+    progress: bool = True,
+    cache: bool = True,
 ) -> Path:
-    """`pmsim reproduce broi` (the network half; the memory-bus figures join at merge)."""
-    return run_fig12(out=out, scale=scale, workers=workers, progress=progress)
+    """Fig 12 of ``pmsim reproduce broi`` (the network half; ``broi.reproduce`` runs it)."""
+    return run_fig12(out=out, scale=scale, workers=workers, progress=progress, cache=cache)
