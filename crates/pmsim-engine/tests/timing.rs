@@ -23,12 +23,12 @@ fn baseline_dfence_costs_a_clwb_round_trip() {
     let c = Config::default();
     let s = run(ONE_STORE_DFENCE, "baseline", &c);
     // store RFO, then clwb: reach the line in L1, the write-back path to the MC, the ACK back.
-    let expect = rfo_ns(&c) + c.l1.latency_ns + c.noc.writeback_ns + c.noc.hop_ns;
+    let expect = rfo_ns(&c) + c.l1.latency_ns + c.noc.writeback_ns + c.noc.ack_ns;
     assert_eq!(s.sim_time_ns, expect);
     assert_eq!(s.pm_writes, 1, "exactly one line written at the media");
     assert_eq!(
         s.stall_cycles["dfence"],
-        ((c.l1.latency_ns + c.noc.writeback_ns + c.noc.hop_ns + rfo_ns(&c) - 0.25) * 2.0).floor() as u64
+        ((c.l1.latency_ns + c.noc.writeback_ns + c.noc.ack_ns + rfo_ns(&c) - 0.25) * 2.0).floor() as u64
     );
 }
 
@@ -36,8 +36,8 @@ fn baseline_dfence_costs_a_clwb_round_trip() {
 fn baseline_time_moves_by_the_changed_latency() {
     let base = run(ONE_STORE_DFENCE, "baseline", &Config::default()).sim_time_ns;
     let mut c = Config::default();
-    c.noc.hop_ns += 7.0;
-    assert_eq!(run(ONE_STORE_DFENCE, "baseline", &c).sim_time_ns, base + 7.0, "one hop: the ACK");
+    c.noc.ack_ns += 7.0;
+    assert_eq!(run(ONE_STORE_DFENCE, "baseline", &c).sim_time_ns, base + 7.0, "one ACK");
     let mut c = Config::default();
     c.noc.writeback_ns += 5.0;
     assert_eq!(run(ONE_STORE_DFENCE, "baseline", &c).sim_time_ns, base + 5.0, "the clwb's trip to the MC");
@@ -88,7 +88,7 @@ fn baseline_bandwidth_is_bounded_by_the_flush_round_trip() {
     let c = Config::default();
     let base = bandwidth("baseline", &c, ops);
     let mut slow_noc = c.clone();
-    slow_noc.noc.hop_ns += 10.0;
+    slow_noc.noc.ack_ns += 10.0;
     slow_noc.noc.writeback_ns += 10.0;
     let t = bandwidth("baseline", &slow_noc, ops);
     // Each ofence waits for one flush round trip (write-back + ACK) per 256 B block.

@@ -187,7 +187,7 @@ mod tests {
     fn every_declared_default_is_in_its_range() {
         for w in crate::list() {
             for spec in COMMON.iter().chain(w.params()) {
-                let d = parse_u64(spec.default).unwrap();
+                let d = parse_value(spec, spec.default).unwrap();
                 assert!(
                     spec.range.contains(d),
                     "{}: {} default {d} not in {}",
