@@ -1,4 +1,4 @@
-"""Persist critical-path analysis (DESIGN.md §8): ``pmsim analyze`` and ``pmsim.analyze``.
+"""Persist critical-path analysis (docs/design.md §8): ``pmsim analyze`` and ``pmsim.analyze``.
 
 The analysis itself is the Rust crate ``pmsim-analysis``: one pass over a trace in global order,
 the longest chain of persist ordering constraints under strict, epoch or strand persistency,

@@ -695,6 +695,15 @@ REPORT_HINT = (
 def main(argv: list[str] | None = None) -> int:
     """Runs one command. Exit status: 0 ok, 1 a finding (a crash-check violation), 2 bad input
     or usage, 3 internal error (one line and a hint to report it; --debug shows the traceback)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["trace"] and argv[1:2] in (["cc"], ["c++"]):
+        # Compiler wrappers take gcc-style flags verbatim (not argparse's).
+        from pmsim import tracer
+
+        try:
+            return tracer.cmd_compile(argv[1], argv[2:])
+        except PmsimError as e:
+            return _fail(str(e))
     args = parser().parse_args(argv)
     try:
         return args.fn(args)

@@ -1,4 +1,4 @@
-"""`pmsim analyze` and `pmsim.analyze` end to end (DESIGN.md §8)."""
+"""`pmsim analyze` and `pmsim.analyze` end to end (docs/design.md §8)."""
 
 from __future__ import annotations
 

@@ -159,7 +159,7 @@ def test_asap_table2_config_runs(cli, tmp_path: Path):
     cfg = Path(__file__).resolve().parents[2] / "configs" / "asap-table2.toml"
     assert cfg.exists()
     cli(*RUN, "--config", cfg, "-o", "t2.json", cwd=tmp_path, check=True)
-    # The file restates the defaults (DESIGN.md §4), so the run equals the default run.
+    # The file restates the defaults (docs/design.md §4), so the run equals the default run.
     assert json.loads((tmp_path / "t2.json").read_text()) == pmsim.run("baseline", workload="array", ops=200)
     shown = cli("config", "show", "--config", cfg, check=True).stdout
     assert shown == cli("config", "show", check=True).stdout

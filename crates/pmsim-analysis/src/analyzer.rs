@@ -3,7 +3,7 @@
 //! Why it is shaped like this: the pass must run at tens of millions of events per second over
 //! traces larger than memory, so the state is plain data keyed by block (one hash lookup per
 //! touched tracking block, one per written atomic block) and per thread, with no allocation per
-//! event. The rules it implements are in the crate docs (DESIGN.md §8).
+//! event. The rules it implements are in the crate docs (docs/design.md §8).
 
 use crate::config::{Config, Model};
 use crate::frontier::Frontier;
@@ -90,7 +90,7 @@ impl Analyzer {
         &mut self.threads[t]
     }
 
-    /// Bytes an event accesses: acquire/release are 8-byte accesses (DESIGN.md §8).
+    /// Bytes an event accesses: acquire/release are 8-byte accesses (docs/design.md §8).
     #[inline(always)]
     fn span(ev: &Event) -> (u64, u64) {
         let size = match ev.kind {

@@ -1,8 +1,8 @@
-//! What the analysis is asked: the model and the three parameters of DESIGN.md §8.
+//! What the analysis is asked: the model and the three parameters of docs/design.md §8.
 
 use serde::Serialize;
 
-/// A persistency model (DESIGN.md §8). Racing epochs is [`Model::Epoch`] on a workload variant
+/// A persistency model (docs/design.md §8). Racing epochs is [`Model::Epoch`] on a workload variant
 /// that leaves lock operations outside persist barriers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]

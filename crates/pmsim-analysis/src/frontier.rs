@@ -1,6 +1,6 @@
 //! The summary of a set of persists that every analysis state carries.
 //!
-//! Why this shape: the coalescing rule of DESIGN.md §8 only asks whether a set of persists has
+//! Why this shape: the coalescing rule of docs/design.md §8 only asks whether a set of persists has
 //! anything at or above a level other than one given persist. The highest level plus the
 //! identity of the single persist at that level (or [`Frontier::MANY`]) answers it exactly, and
 //! merges exactly under set union, in 16 bytes without allocation.
@@ -33,7 +33,7 @@ impl Frontier {
         }
     }
 
-    /// May a persist whose predecessors are `self` join persist `q` (DESIGN.md §8)?
+    /// May a persist whose predecessors are `self` join persist `q` (docs/design.md §8)?
     #[inline(always)]
     pub fn allows_joining(self, q: Frontier) -> bool {
         self.level < q.level || (self.level == q.level && self.who == q.who)

@@ -1,4 +1,4 @@
-//! Persist critical-path analysis (DESIGN.md §8; Pelley, Chen and Wenisch, *Memory
+//! Persist critical-path analysis (docs/design.md §8; Pelley, Chen and Wenisch, *Memory
 //! Persistency*, ISCA 2014, §7).
 //!
 //! Why it exists: it measures how much persist concurrency a *persistency model* allows,
@@ -8,7 +8,7 @@
 //! persist-bound time is critical path × L. It needs no timing engine and runs in one pass over
 //! a trace in global order (the execution order, taken as SC).
 //!
-//! Semantics (exactly DESIGN.md §8):
+//! Semantics (exactly docs/design.md §8):
 //! - A *persist* is the part of a `store`/`ntstore`/`rmw`/`release` that falls in one
 //!   atomic-persist block (granularity A) of a PM range. `acquire`/`load` are loads,
 //!   `release`/`store`/`ntstore` are stores, `rmw` is both; `acquire`/`release` are 8-byte

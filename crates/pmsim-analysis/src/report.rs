@@ -1,4 +1,4 @@
-//! The outputs of DESIGN.md §8 for one model, as plain data with stable JSON names.
+//! The outputs of docs/design.md §8 for one model, as plain data with stable JSON names.
 
 use crate::analyzer::Counts;
 use crate::config::{Config, Model};

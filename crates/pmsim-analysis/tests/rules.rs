@@ -1,4 +1,4 @@
-//! Each rule of DESIGN.md §8 pinned on a hand-written trace. Expected critical paths and persist
+//! Each rule of docs/design.md §8 pinned on a hand-written trace. Expected critical paths and persist
 //! counts are worked out by hand in the comments (P = persistent, V = volatile addresses).
 
 use pmsim_analysis::{analyze_trace, summarize, AnalysisError, Config, Model};

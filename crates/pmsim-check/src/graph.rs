@@ -1,4 +1,4 @@
-//! The persist-order graph of one run under one model (DESIGN.md §6).
+//! The persist-order graph of one run under one model (docs/design.md §6).
 //!
 //! Nodes are the trace's memory events that the record shows performed (stores, loads,
 //! acquires, releases, rmws; loads are left out under RP, where they order nothing across

@@ -1,4 +1,4 @@
-//! Crash-consistency checker for pmsim (DESIGN.md §6).
+//! Crash-consistency checker for pmsim (docs/design.md §6).
 //!
 //! Why it exists: a persistence design is only "done" when every crash image it produces is
 //! allowed by the persistency model it promises. This crate decides that *without trusting any

@@ -1,4 +1,4 @@
-//! The persistency models the checker knows (DESIGN.md §5–6).
+//! The persistency models the checker knows (docs/design.md §5–6).
 
 use serde::Serialize;
 

@@ -1,4 +1,4 @@
-//! The ordering rule of remote persistence (DESIGN.md §9), checked on a server's crash image.
+//! The ordering rule of remote persistence (docs/design.md §9), checked on a server's crash image.
 //!
 //! Why it is separate from the persist-order graph: an `rdma_pwrite` is one barrier region of
 //! arbitrary length written by a client node, not a store of the server's threads, so it has no

@@ -1,4 +1,4 @@
-//! The x86 persistency model (Px86, DESIGN.md §5) as persist-order edges.
+//! The x86 persistency model (Px86, docs/design.md §5) as persist-order edges.
 //!
 //! Why it exists: traces of legacy programs (the tracer's output) order persists with
 //! `clwb`/`clflushopt`/`clflush` and `sfence`/`mfence`/locked rmw, not with `ofence`/`dfence`;

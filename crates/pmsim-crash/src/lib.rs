@@ -51,7 +51,7 @@ pub struct Failure {
     pub at_ps: u64,
     pub verdict: Option<Verdict>,
     pub recovery_error: Option<String>,
-    /// Remote persistence (DESIGN.md §9): a client's regions not durable in posting order.
+    /// Remote persistence (docs/design.md §9): a client's regions not durable in posting order.
     pub region_error: Option<String>,
     /// Replays exactly this crash.
     pub replay: String,

@@ -1,4 +1,4 @@
-//! Every design on the banked NVM model (DESIGN.md §9), where a write is persistent only when
+//! Every design on the banked NVM model (docs/design.md §9), where a write is persistent only when
 //! its bank write completes and the MC's write queue is outside the persistence domain: the
 //! litmus suite crashed at every instant, and random crashes of built-in workloads under
 //! `delegated` and `broi` with their applications' recovery. Queues of one entry included.

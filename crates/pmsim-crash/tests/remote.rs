@@ -1,4 +1,4 @@
-//! Server crashes under remote persistence (DESIGN.md §9): at every instant the persistent state
+//! Server crashes under remote persistence (docs/design.md §9): at every instant the persistent state
 //! changes, each client's regions are durable in posting order under `sync` and `bsp`, and the
 //! broken strategy (regions drained newest first) is caught.
 

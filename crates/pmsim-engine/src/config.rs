@@ -1,6 +1,6 @@
 //! The machine's parameters: one struct, readable from TOML and from `key=value` overrides.
 //!
-//! Every parameter has a unit and a default (DESIGN.md §4, after ASAP's Table II and its
+//! Every parameter has a unit and a default (docs/design.md §4, after ASAP's Table II and its
 //! artifact). [`PARAMS`] documents them all; `pmsim config show` prints the effective values.
 //! Names are dotted (`pm.write_ns`) and identical in TOML (`[pm] write_ns = 90`), on the command
 //! line (`--set pm.write_ns=90`) and in Python (`pm_write_ns=90`).

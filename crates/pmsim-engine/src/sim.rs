@@ -55,7 +55,7 @@ pub struct Simulator {
     /// Number of trace threads (cores beyond it stay idle).
     pub threads: usize,
     pub labels: Vec<String>,
-    /// Remote persistence: client NICs, links and the server's NIC side (DESIGN.md §9).
+    /// Remote persistence: client NICs, links and the server's NIC side (docs/design.md §9).
     pub net: crate::net::Net,
 }
 

@@ -1,4 +1,4 @@
-//! Run statistics as JSON with stable names (DESIGN.md §7; documented in docs/stats.md).
+//! Run statistics as JSON with stable names (docs/design.md §7; documented in docs/stats.md).
 //!
 //! Field names never change meaning; new fields may be added. Times are reported in ns (and the
 //! raw ps where exactness matters), cycles at the core clock. The ASAP artifact's names are
@@ -40,7 +40,7 @@ pub struct McReport {
     pub banks: Option<BankReport>,
 }
 
-/// The banked model's statistics for one MC (DESIGN.md §9).
+/// The banked model's statistics for one MC (docs/design.md §9).
 #[derive(Clone, Debug, Serialize)]
 pub struct BankReport {
     /// Average banks busy while any bank is busy.

@@ -1,4 +1,4 @@
-//! The banked NVM model (DESIGN.md §9) timed against its configured latencies: row hit vs
+//! The banked NVM model (docs/design.md §9) timed against its configured latencies: row hit vs
 //! conflict vs another bank, exact to the picosecond, on hand-written traces and MC sequences.
 //! Expected times are sums of configured parameters, never numbers copied from a run.
 

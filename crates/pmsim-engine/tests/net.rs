@@ -1,4 +1,4 @@
-//! Remote persistence over RDMA (DESIGN.md §9): the round trip is made of the configured parts,
+//! Remote persistence over RDMA (docs/design.md §9): the round trip is made of the configured parts,
 //! regions become durable at the server in posting order under both strategies, and the broken
 //! strategy does reorder them.
 

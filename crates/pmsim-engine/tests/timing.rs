@@ -139,7 +139,7 @@ fn tracking_data_does_not_change_timing() {
     }
 }
 
-/// DESIGN.md §3: sync events follow the global order only where it decides what they read.
+/// docs/design.md §3: sync events follow the global order only where it decides what they read.
 /// T0 reaches its sync event after `compute 20000` (5 µs at the default clock and IPC).
 fn sync_after_compute(t0: &str, t1: &str) -> RunStats {
     let arg = |e: &str| if e == "rmw" { "0x2000 8" } else { "0x2000" };

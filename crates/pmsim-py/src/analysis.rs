@@ -1,4 +1,4 @@
-//! `pmsim analyze`: the persist critical-path analysis (crate `pmsim-analysis`, DESIGN.md §8)
+//! `pmsim analyze`: the persist critical-path analysis (crate `pmsim-analysis`, docs/design.md §8)
 //! of a trace file or built-in workload, normalised to the trace's instruction execution rate.
 //!
 //! The instruction rate, unless the caller gives one, is the same trace's operation rate on the

@@ -150,7 +150,7 @@ fn crash(
     serde_json::to_string(&rep).map_err(|e| err(e.to_string()))
 }
 
-/// Persist critical-path analysis (DESIGN.md §8); returns a JSON list of reports, one per model.
+/// Persist critical-path analysis (docs/design.md §8); returns a JSON list of reports, one per model.
 #[pyfunction]
 #[pyo3(signature = (trace=None, workload=None, params=None, config=None, overrides=None, models="strict".to_string(), atomic_bytes=8, track_bytes=8, persist_ns=500.0, instr_ops_per_s=None))]
 #[allow(clippy::too_many_arguments)]

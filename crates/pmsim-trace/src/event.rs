@@ -1,4 +1,4 @@
-//! The event vocabulary of DESIGN.md §3 as plain, copyable data.
+//! The event vocabulary of docs/design.md §3 as plain, copyable data.
 //!
 //! An [`Event`] is 32 bytes and never owns heap memory, so streams of them can be replayed in
 //! tight loops. Values of up to 8 bytes live inline; longer values live in the [`Chunk`]'s byte
@@ -103,7 +103,7 @@ impl Kind {
         matches!(self, Kind::Load | Kind::Rmw | Kind::Acquire)
     }
 
-    /// Synchronisation events are replayed in global order per address (DESIGN.md §3).
+    /// Synchronisation events are replayed in global order per address (docs/design.md §3).
     pub fn is_sync(self) -> bool {
         matches!(self, Kind::Acquire | Kind::Release | Kind::Rmw)
     }
@@ -129,7 +129,7 @@ impl Kind {
         matches!(self, Kind::Ofence | Kind::Dfence)
     }
 
-    /// Remote persistence over RDMA (DESIGN.md §9): a client thread's `rdma_pwrite`/`rdma_wait`.
+    /// Remote persistence over RDMA (docs/design.md §9): a client thread's `rdma_pwrite`/`rdma_wait`.
     pub fn is_remote(self) -> bool {
         matches!(self, Kind::RdmaPwrite | Kind::RdmaWait)
     }

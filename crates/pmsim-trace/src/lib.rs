@@ -7,7 +7,7 @@
 //! store that last wrote it.
 //!
 //! This crate owns the vocabulary ([`Event`], [`Kind`]), the two on-disk formats (the text format
-//! fixed by DESIGN.md §3.1 and the streamed binary format documented in `docs/binary-trace.md`),
+//! fixed by docs/design.md §3.1 and the streamed binary format documented in `docs/binary-trace.md`),
 //! streaming replay ([`EventSource`]), persistent-memory images ([`MemImage`]) and the engine's
 //! record of a run ([`RunRecord`]) that the checker reads.
 

@@ -1,8 +1,8 @@
-//! Streaming a whole trace in its *global order* (DESIGN.md §3), one event at a time.
+//! Streaming a whole trace in its *global order* (docs/design.md §3), one event at a time.
 //!
 //! Why it exists: the replay sources ([`crate::EventSource`]) serve one thread each, which is
 //! what a timing engine wants; analyses that define their semantics on the execution order (the
-//! persist critical-path analysis of DESIGN.md §8) need every event in global order instead.
+//! persist critical-path analysis of docs/design.md §8) need every event in global order instead.
 //! A binary trace stores each thread's events in blocks, written when a thread's block fills, so
 //! a thread that runs rarely may have its early events written at the very end of the file.
 //! The reader therefore keeps one cursor per thread (a [`BinarySource`], which skips other

@@ -1,6 +1,6 @@
 //! The engine's record of a run, kept independently of any design, for the checker.
 //!
-//! DESIGN.md §6: the checker builds the persist order from the trace *and* from the order in
+//! docs/design.md §6: the checker builds the persist order from the trace *and* from the order in
 //! which accesses to each word were actually performed in the simulated run (coherence order),
 //! never from a design's own dependency tracking. This is that order.
 

@@ -7,7 +7,7 @@ use crate::TraceError;
 use std::collections::BTreeMap;
 
 /// Counts per thread and in total. Epochs are maximal runs of a thread's PM stores between
-/// barriers (`ofence`/`dfence`), as the checker defines them (DESIGN.md §6).
+/// barriers (`ofence`/`dfence`), as the checker defines them (docs/design.md §6).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TraceStats {
     pub threads: usize,
@@ -28,7 +28,7 @@ pub struct TraceStats {
     /// `rdma_pwrite` regions (each one barrier region at the server) and their bytes.
     pub remote_regions: u64,
     pub remote_bytes: u64,
-    /// Threads that issue `rdma_pwrite`/`rdma_wait` (client nodes, DESIGN.md §9).
+    /// Threads that issue `rdma_pwrite`/`rdma_wait` (client nodes, docs/design.md §9).
     pub client_threads: u64,
     /// Distinct 64 B PM lines the trace loads or stores, times 64 (its PM footprint).
     pub pm_footprint_bytes: u64,

@@ -1,4 +1,4 @@
-//! The text trace format of DESIGN.md §3.1, read and written exactly.
+//! The text trace format of docs/design.md §3.1, read and written exactly.
 //!
 //! ```text
 //! # pmsim trace v1

@@ -20,7 +20,7 @@ impl PmRange {
     }
 }
 
-/// DESIGN.md §3: one range at 0x1_0000_0000 of 16 GiB when a trace names none.
+/// docs/design.md §3: one range at 0x1_0000_0000 of 16 GiB when a trace names none.
 pub const DEFAULT_PM: PmRange = PmRange { base: 0x1_0000_0000, size: 16 << 30 };
 
 /// One thread's events in program order, with the byte arena holding values longer than 8 bytes.

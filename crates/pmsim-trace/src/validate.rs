@@ -59,7 +59,7 @@ pub fn region_error(node: u64, addr: u64, len: u64, pm: &[PmRange]) -> Option<St
 }
 
 /// Which side of remote persistence a thread is on, as far as its events so far tell: a thread
-/// that issues `rdma_pwrite`/`rdma_wait` is a client (its own client node, DESIGN.md §9); one
+/// that issues `rdma_pwrite`/`rdma_wait` is a client (its own client node, docs/design.md §9); one
 /// that touches memory or fences runs on the server. No thread may be both.
 #[derive(Clone, Copy, Default)]
 struct ThreadRole {

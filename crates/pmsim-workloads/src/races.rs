@@ -1,7 +1,7 @@
 //! A happens-before data-race detector for generated traces.
 //!
 //! Why: the engine replays each thread with its own timing and orders only `acquire`/`release`/
-//! `rmw` on one address in global order (DESIGN.md §3). Two accesses to one word from different
+//! `rmw` on one address in global order (docs/design.md §3). Two accesses to one word from different
 //! threads, at least one a store, that no chain of program order and release→acquire orders may
 //! therefore be performed in either order in the simulated run. A built-in workload must not have
 //! such races on persistent words: a racy store may land after a "later" one and the crash image

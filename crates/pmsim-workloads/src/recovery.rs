@@ -1,7 +1,7 @@
 //! Application-level recovery checks on NVM images.
 //!
 //! A workload's [`Recovery`] runs the structure's own recovery procedure on an image and checks
-//! its invariants (DESIGN.md §6 checks the *hardware* promise; this checks what an application
+//! its invariants (docs/design.md §6 checks the *hardware* promise; this checks what an application
 //! would see): the structure is well formed; every operation that completed before a `dfence`
 //! that completed before the crash is present; nothing appears that was never written.
 

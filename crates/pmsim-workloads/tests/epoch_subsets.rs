@@ -1,5 +1,5 @@
 //! Recovery must accept every image the hardware may leave, not only the ones one design happens
-//! to produce. Within one epoch, stores to different lines may persist in any order (DESIGN.md
+//! to produce. Within one epoch, stores to different lines may persist in any order (docs/design.md
 //! §6); stores to one line persist in program order (a line is written back, flushed and queued
 //! whole; FAST_FAIR relies on exactly that). The images here cut the trace at every point, then
 //! keep, for each line the cutting thread stored to since its last barrier or sync event (no

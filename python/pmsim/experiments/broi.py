@@ -120,7 +120,10 @@ def reproduce(
             title=f"{title} (Table III machine, {sc['threads']} threads)",
             ylabel=ylabel,
             path=outdir / f"{fig}.png",
+            table=False,  # the figure's CSV has the columns; its Markdown is the plotted table
         )
+        plotted = main.pivot_table(index="benchmark", columns="bar", values=f"{value}_norm", sort=False)
+        write_atomic(outdir / f"{fig}.md", plots.markdown(plotted[[c for c in order if c in plotted]]))
 
     bank_cols = ["benchmark", "scenario", "design", "blp", "row_hit_rate", "bank_conflict_stall_pct"]
     write_atomic(outdir / "bank_stats.csv", main[bank_cols].round(4).to_csv(index=False))

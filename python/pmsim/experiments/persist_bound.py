@@ -1,4 +1,4 @@
-"""The persist critical-path bound (DESIGN.md §8) set beside the timing designs.
+"""The persist critical-path bound (docs/design.md §8) set beside the timing designs.
 
 Why: a timing design is only as fast as the persist ordering its model allows. The critical-path
 analysis says how many persists per operation must happen one after another under strict, epoch
@@ -74,7 +74,7 @@ def _markdown(t: pd.DataFrame, designs: list[str], lat: float) -> str:
     head = ["workload", "path/op strict", "epoch", "strand", f"epoch bound ops/s (L={lat:g} ns)"]
     head += [f"{d} % of bound" for d in designs]
     lines = [
-        "Persist critical path per operation (DESIGN.md §8) and each design's simulated rate as a",
+        "Persist critical path per operation (docs/design.md §8) and each design's simulated rate as a",
         "share of the epoch-persistency bound (one media write per persist on the path).",
         "",
         "| " + " | ".join(head) + " |",

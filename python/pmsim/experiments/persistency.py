@@ -4,7 +4,7 @@ Table 1 (persist-bound insert rate normalised to the instruction rate, 500 ns pe
 2LC, 1 and 8 threads, strict / epoch / racing epochs / strand), Fig. 3 (CWL, 1 thread: achievable
 rate as the persist latency grows from 10 ns to 100 µs, and each model's break-even latency),
 Fig. 4 (critical path per insert vs atomic persist size) and Fig. 5 (vs tracking granularity).
-Every number is the critical-path analysis (DESIGN.md §8) of a queue generated here; the
+Every number is the critical-path analysis (docs/design.md §8) of a queue generated here; the
 instruction rate is the same trace's insert rate on the timing engine with persists free (`eadr`).
 Racing epochs is the epoch model on the queue's `variant=racing`. Nothing is tuned per cell.
 ``PAPER.md`` sets every paper number beside pmsim's and names the cause where they differ.
@@ -211,7 +211,7 @@ def _paper_md(t1: pd.DataFrame, be: pd.DataFrame, figs: pd.DataFrame, scale: str
         "",
         f"Scale `{scale}`: {inserts} inserts per configuration (100 B entries, 8 B atomic persists and",
         "tracking, 500 ns persists unless varied). Critical paths come from `pmsim analyze`",
-        "(DESIGN.md §8) on the `cwl`/`2lc` workloads; instruction rates from the same traces on the",
+        "(docs/design.md §8) on the `cwl`/`2lc` workloads; instruction rates from the same traces on the",
         "timing engine under `eadr` (persists free). Regenerate: `pmsim reproduce persistency`.",
         "",
         "## Table 1",

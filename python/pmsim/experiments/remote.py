@@ -127,6 +127,7 @@ def run_fig12(
         title=f"Fig 12: remote application throughput ({CLIENTS} clients)",
         ylabel="M operations / s",
         path=outdir / "fig12_remote.png",
+        table=False,  # fig12_remote.csv has the columns; fig12_remote.md the BSP/sync table
     )
     ops = fig.pivot_table(index="benchmark", columns="strategy", values="ops_per_s", sort=False)
     by = fig.set_index(["benchmark", "strategy"])

@@ -1,4 +1,4 @@
-//! Test helpers: a brute-force reference checker written directly from DESIGN.md §6 (explicit
+//! Test helpers: a brute-force reference checker written directly from docs/design.md §6 (explicit
 //! PMO graph over events, literal RP rule, BFS transitive closure), and trace builders.
 #![allow(dead_code)]
 

@@ -1,7 +1,7 @@
 //! The persist path as a run-time choice: one trait, one module per design.
 //!
 //! A *design* decides what happens to PM stores and fences between the core and the NVM, what
-//! its persistence domain holds at a crash, and which persistency model it promises (DESIGN.md
+//! its persistence domain holds at a crash, and which persistency model it promises (docs/design.md
 //! §5). The engine calls it at a handful of points — a store performing, a fence, flush or
 //! release reaching the head of the store buffer, an acquire, a coherence conflict, an LLC
 //! eviction, and the design's own scheduled events — and the design acts through the

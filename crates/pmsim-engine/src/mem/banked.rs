@@ -1,4 +1,4 @@
-//! The banked NVM model of DESIGN.md §9 (the BROI seed's Table III): per memory controller,
+//! The banked NVM model of docs/design.md §9 (the BROI seed's Table III): per memory controller,
 //! `bank.count` banks with open-page row buffers.
 //!
 //! Why it exists: the default media model (latency + bandwidth per MC) cannot see bank

@@ -1,6 +1,6 @@
 //! Memory contents with identities: the coherent view and the NVM media.
 //!
-//! DESIGN.md §6: every 8-byte word carries the gid of the store that last wrote it. The
+//! docs/design.md §6: every 8-byte word carries the gid of the store that last wrote it. The
 //! *coherent* view is what a load sees (the newest performed store); the *NVM* is what the media
 //! holds. Designs move words from one to the other through their persist paths.
 

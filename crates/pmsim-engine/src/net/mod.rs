@@ -1,4 +1,4 @@
-//! Remote persistence over RDMA (DESIGN.md §9, the seed's §III, §V and §VII-B): client nodes
+//! Remote persistence over RDMA (docs/design.md §9, the seed's §III, §V and §VII-B): client nodes
 //! send barrier regions (`rdma_pwrite`) to the simulated machine, which is the NVM server.
 //!
 //! Why it exists: the seed's claim is that synchronous network persistence spends its time in
@@ -51,7 +51,7 @@ const TAG_PERSIST_ACK: u16 = TAG_BASE + 3;
 /// The one place remote lines enter the server's memory system: the line's MC, whose WPQ it
 /// shares with the local threads' writes; `accepted` comes back (one on-chip hop) once the WPQ
 /// holds it. An MC-side persist scheduler with a remote-request entry point (BROI's
-/// local-before-remote rule, DESIGN.md §9) plugs in here.
+/// local-before-remote rule, docs/design.md §9) plugs in here.
 fn to_memory(m: &mut Machine, line: LineData, accepted: DesignEv) {
     let mc = m.mc_of(line.line);
     m.mc_write(mc, line, Some(accepted));

@@ -77,7 +77,7 @@ pub fn drive<I: Instance>(p: &Params, keys: u64, mut make: impl FnMut(usize, &mu
     // Per-thread logs `log_gap` bytes apart beyond their size (a heap's per-allocation header
     // page): with the logs exactly LOG_BYTES apart, every thread's log would start in the same
     // bank under the stride mapping (LOG_BYTES is a multiple of banks x row), and that one bank
-    // would bound every design (DESIGN.md §9 finding; `log_gap=0` reproduces it).
+    // would bound every design (docs/design.md §9 finding; `log_gap=0` reproduces it).
     let log_gap = p.get("log_gap").div_ceil(64) * 64;
     let logs: Vec<u64> =
         (0..workers).map(|_| g.heap.alloc_pm(crate::atlas::undo_log::LOG_BYTES + log_gap, 64)).collect();

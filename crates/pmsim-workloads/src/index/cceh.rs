@@ -24,7 +24,7 @@
 //!
 //! Synchronisation: CCEH reads the root, the directory and (in searches) the segment without
 //! taking locks, relying on x86-TSO (every load an acquire, every store a release). The trace
-//! makes that explicit (DESIGN.md §3): the root pointer is read by an `acquire` and swapped by a
+//! makes that explicit (docs/design.md §3): the root pointer is read by an `acquire` and swapped by a
 //! `release`, a directory is read after an `acquire` of its lock word (released by the last
 //! directory update), and a search reads a segment after an `acquire` of the segment's lock word.
 //! Otherwise a thread could use a new segment or directory before its creator's stores landed.

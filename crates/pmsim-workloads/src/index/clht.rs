@@ -17,7 +17,7 @@
 //! Simplification: no CLHT helper threads during resize; no shrinking.
 //!
 //! Synchronisation: CLHT reads the table pointer and (in searches) buckets without locks, relying
-//! on x86-TSO (every load an acquire, every store a release). The trace says so (DESIGN.md §3): the
+//! on x86-TSO (every load an acquire, every store a release). The trace says so (docs/design.md §3): the
 //! root's table pointer is swapped by a `release` and read by an `acquire`, and a search reads a
 //! bucket after an `acquire` of its lock word (released by the last insert into it). Otherwise a
 //! thread could insert into a new table before the resizer's stores that built it had landed.

@@ -28,7 +28,7 @@
 //!
 //! Synchronisation: FAST_FAIR's readers are lock-free and rely on x86-TSO, where every store is a
 //! release and every load an acquire: a reader that reaches a node sees every store of the
-//! critical sections that completed on it. The trace says so explicitly (DESIGN.md §3): a lock-free
+//! critical sections that completed on it. The trace says so explicitly (docs/design.md §3): a lock-free
 //! visit of a node `acquire`s the node's mutex word (the last unlock released it), a new node's
 //! mutex is released once the node is written (its construction), and the root pointer is stored
 //! by a `release` and read by an `acquire`. Without these, a thread that found a fresh sibling

@@ -1,7 +1,7 @@
 //! The persistent queues of *Memory Persistency* (Pelley et al., ISCA 2014, Algorithm 1 and §6):
 //! `cwl` (Copy While Locked) and `2lc` (Two-Lock Concurrent), each in one variant per
 //! persistency model (`variant=strict|epoch|racing|strand`), for the persist critical-path
-//! analysis (DESIGN.md §8, crate `pmsim-analysis`) and, like every built-in workload, for the
+//! analysis (docs/design.md §8, crate `pmsim-analysis`) and, like every built-in workload, for the
 //! timing engine and the crash checker.
 //!
 //! Both queues are circular buffers in PM: a persistent `head` (bytes of the data segment holding

@@ -1,4 +1,4 @@
-//! Remote-persistence clients (DESIGN.md §9, the seed's §VII-B and Fig 12): the Whisper set —
+//! Remote-persistence clients (docs/design.md §9, the seed's §VII-B and Fig 12): the Whisper set —
 //! `rdma-tpcc`, `rdma-ycsb`, `rdma-ctree`, `rdma-hashmap`, `rdma-memcached` — as client threads
 //! whose logging engine replicates every persist to the NVM server with `rdma_pwrite`.
 //!

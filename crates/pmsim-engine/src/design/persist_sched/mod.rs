@@ -1,5 +1,5 @@
 //! The MC-side persist schedulers of buffered strict persistency with delegated ordering
-//! (DESIGN.md §9): one trait, one file per scheduler.
+//! (docs/design.md §9): one trait, one file per scheduler.
 //!
 //! Why it exists: the core-side persist buffers ([`super::delegated`]) release a request only
 //! once it has no cross-thread dependency outstanding, so what reaches the MC side is, per
