@@ -182,7 +182,7 @@ def reproduce(
             x="threads",
             y="speedup",
             hue="design",
-            title="Fig 10: throughput scaling (geomean over workloads, vs 1-thread HOPS-RP)",
+            title="Fig 10: throughput scaling (geomean, vs 1-thread HOPS-RP)",
             ylabel="throughput / HOPS-RP at 1 thread",
             path=outdir / "fig10_scaling.png",
         )
