@@ -156,7 +156,15 @@ def reproduce(
     summary = _summary(main)
     write_atomic(outdir / "PAPER.md", _paper_md(summary, main, sc11, scale, sc))
     notes = _fig12(out, scale, workers, progress, cache)
-    write_atomic(outdir / "NOTES.txt", notes + "\n")
+    head = [
+        "pmsim reproduction of the BROI paper's evaluation (Hu et al., HPCA 2019, section VII).",
+        f"Made by: pmsim reproduce broi --scale {scale} (Table III machine: configs/broi-table3.toml).",
+        "Files: fig9_memory_throughput, fig10_op_throughput, fig11_scalability (memory bus: delegated vs"
+        " broi, local and hybrid), bank_stats.csv, bank_blp; runs.csv holds every run.",
+        "Comparison with the paper's numbers and the causes of differences: PAPER.md.",
+        "",
+    ]
+    write_atomic(outdir / "NOTES.txt", "\n".join(head) + notes + "\n")
     print(f"BROI over delegated, geomean of {', '.join(BENCHMARKS)} ({scale} scale):")
     print(summary.round(3).to_string())
     print(f"wrote {outdir}")
