@@ -233,3 +233,21 @@ fn early_flush_ack_waits_for_the_undo_read_only_when_asked() {
     assert_eq!(ack_delay[0], c.pb.flush_ns + c.noc.hop_ns, "accept: flush there, ACK back");
     assert!(ack_delay[1] >= c.pb.flush_ns + c.pm.read_ns + c.noc.hop_ns, "after_read: {ack_delay:?}");
 }
+
+/// Legacy x86 traces (design §3): designs that order with persist buffers ignore the flushes and
+/// take `sfence` as a durability point, and say how often in their statistics.
+#[test]
+fn legacy_sfence_and_flushes_are_mapped_and_counted() {
+    let src = format!(
+        "# pmsim trace v1\nthreads 1\nT0 store {X:#x} 8 1\nT0 clwb {X:#x}\nT0 sfence\n\
+         T0 store {Y:#x} 8 2\nT0 clflushopt {Y:#x}\nT0 mfence\nT0 sfence\n"
+    );
+    // HOPS/ASAP map only an sfence/mfence that follows a flush; delegated/BROI map every one.
+    for (d, mapped) in [("asap-rp", 2.0), ("hops-ep", 2.0), ("delegated", 3.0), ("broi", 3.0)] {
+        let s = sim(&src, d, &Config::default());
+        let st = RunStats::collect(&s);
+        assert_eq!(st.design_stats["clwb_ignored"], 2.0, "{d}");
+        assert_eq!(st.design_stats["sfence_as_dfence"], mapped, "{d}");
+        assert_eq!(st.pm_writes, 2, "{d}: both lines reach the media");
+    }
+}

@@ -107,6 +107,10 @@ struct Counters {
     issued: u64,
     entry_full_waits: u64,
     remote_submitted: u64,
+    /// Legacy x86 traces (docs/design.md §3): every `sfence`/`mfence` taken as a `dfence`, and
+    /// the `clwb`/`clflushopt`/`clflush` made redundant by the persist buffers.
+    sfence_as_dfence: u64,
+    clwb_ignored: u64,
 }
 
 pub struct Delegated {
@@ -519,12 +523,17 @@ impl super::Design for Delegated {
     fn on_fence(&mut self, m: &mut Machine, c: usize, kind: Kind, _gid: u64) -> Step {
         match kind {
             Kind::Ofence => self.fence(m, c, false),
-            _ => self.fence(m, c, true),
+            Kind::Dfence => self.fence(m, c, true),
+            _ => {
+                self.c.sfence_as_dfence += 1;
+                self.fence(m, c, true)
+            }
         }
     }
 
     fn on_flush(&mut self, _m: &mut Machine, _c: usize, _kind: Kind, _line: u64) -> Step {
         // Persist buffers carry every PM store; flushes are redundant.
+        self.c.clwb_ignored += 1;
         Step::Done
     }
 
@@ -585,6 +594,8 @@ impl super::Design for Delegated {
         out.insert("persist_requests".into(), self.c.issued as f64);
         out.insert("broi_entry_full_waits".into(), self.c.entry_full_waits as f64);
         out.insert("remote_submitted".into(), self.c.remote_submitted as f64);
+        out.insert("sfence_as_dfence".into(), self.c.sfence_as_dfence as f64);
+        out.insert("clwb_ignored".into(), self.c.clwb_ignored as f64);
         self.sched.stats(out);
     }
 
