@@ -191,7 +191,7 @@ impl Simulator {
         if !self.m.hier.conflicts.is_empty() {
             let cs = std::mem::take(&mut self.m.hier.conflicts);
             for c in &cs {
-                self.design.on_conflict(&mut self.m, core, c.source, c.line, c.source_wrote);
+                self.design.on_conflict(&mut self.m, core, c);
             }
             self.m.hier.conflicts = cs;
             self.m.hier.conflicts.clear();

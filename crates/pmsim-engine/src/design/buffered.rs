@@ -24,6 +24,7 @@ use super::rt::{Record, RecordKind, RecoveryTable};
 use super::{DesignStats, PmStore, Promise, Step};
 use crate::config::{ns, Config};
 use crate::machine::{DesignEv, Machine, StallCause};
+use crate::mem::coherence::Conflict;
 use crate::mem::nvm::LineData;
 use pmsim_trace::Kind;
 use std::collections::VecDeque;
@@ -938,8 +939,17 @@ impl super::Design for Buffered {
         Step::Done
     }
 
-    fn on_conflict(&mut self, m: &mut Machine, r: usize, s: usize, _line: u64, _wrote: bool) {
-        if self.promise != Promise::Ep || r == s {
+    fn on_conflict(&mut self, m: &mut Machine, r: usize, c: &Conflict) {
+        let s = c.source;
+        // EP orders every conflict. RP orders what strong persist atomicity needs beyond its
+        // synchronisation edges: a store to a PM line another core wrote last, so racing stores
+        // to one word persist in the order they were performed (tracked per line, as EP is).
+        let orders = match self.promise {
+            Promise::Ep => true,
+            Promise::Rp => c.source_wrote && c.requester_wrote && m.is_pm(c.line),
+            _ => false,
+        };
+        if !orders || r == s {
             return;
         }
         if let Some(ts) = self.dep_target(m, s) {

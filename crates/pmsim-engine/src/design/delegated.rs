@@ -32,6 +32,7 @@ use super::persist_sched::{self, BankView, PersistScheduler, Queues, Req, SchedP
 use super::{DesignStats, PmStore, Promise, Step};
 use crate::config::{ns, Config};
 use crate::machine::{DesignEv, Machine, StallCause};
+use crate::mem::coherence::Conflict;
 use crate::mem::nvm::LineData;
 use pmsim_trace::Kind;
 use std::collections::VecDeque;
@@ -537,7 +538,8 @@ impl super::Design for Delegated {
         Step::Done
     }
 
-    fn on_conflict(&mut self, m: &mut Machine, r: usize, s: usize, _line: u64, _wrote: bool) {
+    fn on_conflict(&mut self, m: &mut Machine, r: usize, c: &Conflict) {
+        let s = c.source;
         if r == s {
             return;
         }

@@ -22,6 +22,7 @@ pub mod persist_sched;
 pub mod rt;
 
 use crate::machine::{DesignEv, Machine, StallCause};
+use crate::mem::coherence::Conflict;
 use crate::mem::nvm::LineData;
 use pmsim_trace::Kind;
 use std::collections::BTreeMap;
@@ -120,8 +121,8 @@ pub trait Design: Send {
     /// `strand` executed.
     fn on_strand(&mut self, _m: &mut Machine, _core: usize) {}
 
-    /// The directory saw `requester` access `line` (PM or not) after `source` wrote or read it.
-    fn on_conflict(&mut self, _m: &mut Machine, _requester: usize, _source: usize, _line: u64, _source_wrote: bool) {}
+    /// The directory saw `requester` access `c.line` (PM or not) after `c.source` wrote or read it.
+    fn on_conflict(&mut self, _m: &mut Machine, _requester: usize, _c: &Conflict) {}
 
     /// A PM line left the LLC; `dirty` if it held newer data than memory.
     fn on_llc_evict(&mut self, m: &mut Machine, line: u64, dirty: bool);

@@ -41,6 +41,8 @@ pub struct Conflict {
     pub line: u64,
     /// Source wrote the line (RAW/WAW) rather than only read it (WAR).
     pub source_wrote: bool,
+    /// The requester is storing (WAW/WAR) rather than loading (RAW).
+    pub requester_wrote: bool,
 }
 
 #[derive(Default)]
@@ -64,7 +66,7 @@ impl Directory {
     #[inline]
     pub fn load_conflicts(e: &DirEntry, core: usize, out: &mut Vec<Conflict>, line: u64) {
         if e.last_writer != NO_CORE && e.last_writer as usize != core {
-            out.push(Conflict { source: e.last_writer as usize, line, source_wrote: true });
+            out.push(Conflict { source: e.last_writer as usize, line, source_wrote: true, requester_wrote: false });
         }
     }
 
@@ -72,7 +74,7 @@ impl Directory {
     #[inline]
     pub fn store_conflicts(e: &DirEntry, core: usize, out: &mut Vec<Conflict>, line: u64) {
         if e.last_writer != NO_CORE && e.last_writer as usize != core {
-            out.push(Conflict { source: e.last_writer as usize, line, source_wrote: true });
+            out.push(Conflict { source: e.last_writer as usize, line, source_wrote: true, requester_wrote: true });
         }
         let mut r = e.readers & !(1u64 << core);
         if e.last_writer != NO_CORE {
@@ -81,7 +83,7 @@ impl Directory {
         while r != 0 {
             let c = r.trailing_zeros() as usize;
             r &= r - 1;
-            out.push(Conflict { source: c, line, source_wrote: false });
+            out.push(Conflict { source: c, line, source_wrote: false, requester_wrote: true });
         }
     }
 }
