@@ -9,22 +9,18 @@
 //! only lazily). Simplification: two levels; the root is sized from the footprint, and once it
 //! is full a split is refused (the insert becomes a lookup).
 
-use super::common::{drive, Done, Instance, Mirror, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
+use super::common::{
+    bytes_per_thread, drive, footprint, Done, Instance, Mirror, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION,
+};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{ParamSpec, Params};
 use crate::registry::{Generated, Workload};
 
 pub struct BTree;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "footprint_kib",
-        default: "4096",
-        unit: "KiB",
-        range: int(16, 1 << 24),
-        help: "PM footprint over all threads (the seed: 256 MB)",
-    },
+    footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
     REMOTE_GAP,
     REMOTE_REGION,
     COMPUTE,
@@ -159,7 +155,7 @@ impl Workload for BTree {
         PARAMS
     }
     fn generate(&self, p: &Params) -> Generated {
-        let per = (p.get("footprint_kib").max(16) * 1024 / p.threads as u64).max(8192);
+        let per = bytes_per_thread(p).max(8192);
         let fanout = ((per / (LEAF + 16)) as usize).max(2);
         drive(p, (fanout * SLOTS) as u64, |_, g| {
             let root = g.heap.alloc_pm(16 + 16 * fanout as u64, 4096);

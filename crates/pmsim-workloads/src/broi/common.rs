@@ -17,6 +17,16 @@ use crate::whisper::common::History;
 use pmsim_trace::MemImage;
 
 /// Parameters every Table IV workload has (after its own `footprint_kib`).
+/// `footprint_kib`: the PM footprint over all threads (each workload's default and the seed's size).
+pub const fn footprint(default: &'static str, help: &'static str) -> ParamSpec {
+    ParamSpec { name: "footprint_kib", default, unit: "KiB", range: int(16, 1 << 24), help }
+}
+
+/// The footprint each worker thread's own instance gets, in bytes.
+pub fn bytes_per_thread(p: &Params) -> u64 {
+    p.get("footprint_kib").max(16) * 1024 / p.threads as u64
+}
+
 pub const REMOTE_GAP: ParamSpec = ParamSpec {
     name: "remote_gap",
     default: "0",

@@ -6,22 +6,16 @@
 //! logged store); remove unlinks (one logged store to the predecessor's `next` or the head).
 //! Removed nodes return to the thread's free list. Loads walk the chain, as the real lookup.
 
-use super::common::{drive, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
+use super::common::{bytes_per_thread, drive, footprint, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{ParamSpec, Params};
 use crate::registry::{Generated, Workload};
 
 pub struct Hash;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "footprint_kib",
-        default: "4096",
-        unit: "KiB",
-        range: int(16, 1 << 24),
-        help: "PM footprint over all threads (the seed: 256 MB)",
-    },
+    footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
     REMOTE_GAP,
     REMOTE_REGION,
     COMPUTE,
@@ -89,7 +83,7 @@ impl Workload for Hash {
         PARAMS
     }
     fn generate(&self, p: &Params) -> Generated {
-        let per = (p.get("footprint_kib").max(16) * 1024 / p.threads as u64).max(8192);
+        let per = bytes_per_thread(p).max(8192);
         // A quarter of the region for buckets, the rest for nodes; the key space keeps the
         // table about half full.
         let nbuckets = (per / 4 / 8).max(16);

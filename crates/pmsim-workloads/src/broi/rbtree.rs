@@ -8,22 +8,18 @@
 //! pattern is the real one: a few scattered line updates per operation. Loads follow the search
 //! path.
 
-use super::common::{drive, Done, Instance, Mirror, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
+use super::common::{
+    bytes_per_thread, drive, footprint, Done, Instance, Mirror, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION,
+};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{ParamSpec, Params};
 use crate::registry::{Generated, Workload};
 
 pub struct RbTree;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "footprint_kib",
-        default: "4096",
-        unit: "KiB",
-        range: int(16, 1 << 24),
-        help: "PM footprint over all threads (the seed: 256 MB)",
-    },
+    footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
     REMOTE_GAP,
     REMOTE_REGION,
     COMPUTE,
@@ -262,7 +258,7 @@ impl Workload for RbTree {
         PARAMS
     }
     fn generate(&self, p: &Params) -> Generated {
-        let per = (p.get("footprint_kib").max(16) * 1024 / p.threads as u64).max(8192);
+        let per = bytes_per_thread(p).max(8192);
         let cap = (per / 64 - 1) as usize;
         drive(p, 2 * cap as u64, |_, g| {
             let root_word = g.heap.alloc_pm(64, 64);

@@ -3,22 +3,16 @@
 //! both undo-logged. An entry never written holds its implicit initial value (index + 1), so
 //! the vector needs no initialisation pass.
 
-use super::common::{drive, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
+use super::common::{bytes_per_thread, drive, footprint, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{ParamSpec, Params};
 use crate::registry::{Generated, Workload};
 
 pub struct Sps;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "footprint_kib",
-        default: "16384",
-        unit: "KiB",
-        range: int(16, 1 << 24),
-        help: "PM footprint over all threads (the seed: 1 GB)",
-    },
+    footprint("16384", "PM footprint over all threads (the seed: 1 GB)"),
     REMOTE_GAP,
     REMOTE_REGION,
     COMPUTE,
@@ -63,7 +57,7 @@ impl Workload for Sps {
         PARAMS
     }
     fn generate(&self, p: &Params) -> Generated {
-        let n = (p.get("footprint_kib").max(16) * 1024 / p.threads as u64 / 8).max(64);
+        let n = (bytes_per_thread(p) / 8).max(64);
         drive(p, n, |_, g| Vector { base: g.heap.alloc_pm(n * 8, 4096), n })
     }
 }

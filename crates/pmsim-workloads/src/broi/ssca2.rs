@@ -5,7 +5,7 @@
 //! and the vertex's degree. Per thread: its own vertex partition. Full adjacency arrays drop
 //! the edge (a read-only operation).
 
-use super::common::{drive, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
+use super::common::{bytes_per_thread, drive, footprint, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
 use crate::params::{int, ParamSpec, Params};
@@ -14,13 +14,7 @@ use crate::registry::{Generated, Workload};
 pub struct Ssca2;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "footprint_kib",
-        default: "256",
-        unit: "KiB",
-        range: int(16, 1 << 24),
-        help: "PM footprint over all threads (the seed: 16 MB)",
-    },
+    footprint("256", "PM footprint over all threads (the seed: 16 MB)"),
     ParamSpec {
         name: "max_degree",
         default: "16",
@@ -88,7 +82,7 @@ impl Workload for Ssca2 {
     }
     fn generate(&self, p: &Params) -> Generated {
         let max_degree = p.get("max_degree").clamp(1, 1024);
-        let per = p.get("footprint_kib").max(16) * 1024 / p.threads as u64;
+        let per = bytes_per_thread(p);
         let verts = (per / (max_degree * 16 + 8)).max(2);
         let scale = 63 - verts.leading_zeros();
         let verts = 1u64 << scale;
