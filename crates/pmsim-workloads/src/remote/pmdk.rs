@@ -21,14 +21,23 @@ use crate::registry::Generated;
 use crate::whisper::common::{r8, value_bytes};
 use pmsim_trace::MemImage;
 
+const KEYS: ParamSpec = ParamSpec {
+    name: "keys",
+    default: "4096",
+    unit: "keys",
+    range: int(1, 1 << 30),
+    help: "key space (insert if absent, remove if found)",
+};
+const COMPUTE: ParamSpec = ParamSpec {
+    name: "compute",
+    default: "4000",
+    unit: "instructions",
+    range: int(0, 1 << 32),
+    help: "client CPU work per operation (1 us at 2 GHz, IPC 2)",
+};
+
 pub const HASHMAP_PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "keys",
-        default: "4096",
-        unit: "keys",
-        range: int(1, 1 << 30),
-        help: "key space (insert if absent, remove if found)",
-    },
+    KEYS,
     ParamSpec {
         name: "buckets",
         default: "1024",
@@ -36,31 +45,10 @@ pub const HASHMAP_PARAMS: &[ParamSpec] = &[
         range: int(1, 1 << 30),
         help: "hash buckets per client's map",
     },
-    ParamSpec {
-        name: "compute",
-        default: "4000",
-        unit: "instructions",
-        range: int(0, 1 << 32),
-        help: "client CPU work per operation (1 us at 2 GHz, IPC 2)",
-    },
+    COMPUTE,
 ];
 
-pub const CTREE_PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "keys",
-        default: "4096",
-        unit: "keys",
-        range: int(1, 1 << 30),
-        help: "key space (insert if absent, remove if found)",
-    },
-    ParamSpec {
-        name: "compute",
-        default: "4000",
-        unit: "instructions",
-        range: int(0, 1 << 32),
-        help: "client CPU work per operation (1 us at 2 GHz, IPC 2)",
-    },
-];
+pub const CTREE_PARAMS: &[ParamSpec] = &[KEYS, COMPUTE];
 
 /// A local run of these generators has no recovery check (see the module doc).
 struct Unchecked;
