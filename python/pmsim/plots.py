@@ -13,6 +13,7 @@ and coming, draws through these, so figures look alike and a style change is mad
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
@@ -21,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pmsim.output import markdown, write_atomic  # noqa: E402
+from pmsim.output import markdown, write_atomic, write_bytes  # noqa: E402
 
 __all__ = ["grouped_bars", "stacked_bars", "lines", "plotted", "markdown"]
 
@@ -113,8 +114,10 @@ def plotted(
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
+    """Writes the figure like every other result file: atomically, folders created."""
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=120, format=path.suffix.lstrip(".") or "png")
     plt.close(fig)
+    write_bytes(path, png.getvalue())
     return path

@@ -78,6 +78,7 @@ class Reproduction:
         return tqdm(total=total, desc=desc, disable=not self.progress, unit="run")
 
     def path(self, name: str) -> Path:
+        """Where result file ``name`` of this reproduction goes."""
         return self.outdir / name
 
     def bars(self, name: str, df: pd.DataFrame, index: str, columns: str, values: str, **options) -> Path:
