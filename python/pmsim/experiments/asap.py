@@ -179,7 +179,7 @@ def reproduce(
     rep.write(
         "PAPER.md", paper.render(main=main, scaling=scaling, bw=bw, ablation=abl, scale=scale, config=config)
     )
-    rep.write("NOTES.txt", _notes_text(scale, sc, designs, workloads, notes))
+    rep.write_lines("NOTES.txt", _notes(scale, sc, designs, workloads, notes))
     print(f"Fig 8 — speedup over baseline ({scale} scale, {sc['ops']} ops/thread, 4 threads):")
     print(table.round(2).to_string())
     print("Fig 13 — ordered bandwidth (M blocks/s):")
@@ -243,7 +243,7 @@ def _bandwidth(bw: pd.DataFrame) -> pd.DataFrame:
     return bw
 
 
-def _notes_text(scale: str, sc: dict, designs: list[str], workloads: list[str], notes: list[str]) -> str:
+def _notes(scale: str, sc: dict, designs: list[str], workloads: list[str], notes: list[str]) -> list[str]:
     """NOTES.txt: what this folder is, how it was made, and what could not be drawn."""
     from pmsim import __version__
 
@@ -263,7 +263,7 @@ def _notes_text(scale: str, sc: dict, designs: list[str], workloads: list[str], 
         lines += [f"- {n}" for n in notes]
     else:
         lines.append("Notes on this reproduction: none; every figure was drawn.")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _ablation_variants() -> list[tuple[str, str, dict]]:
