@@ -7,9 +7,9 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 from pmsim import PmsimError, api
+from pmsim.output import write_atomic
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,13 +47,6 @@ def _kv(items: list[str] | None, what: str) -> dict[str, str]:
         k, v = it.split("=", 1)
         out[k.strip()] = v.strip()
     return out
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Writes a result file atomically (regular files), through (devices), never half-written."""
-    from pmsim.output import write_text
-
-    write_text(path, text)
 
 
 def cmd_run(a: argparse.Namespace) -> int:

@@ -1,5 +1,10 @@
 """Writing result files so that nothing a user has is destroyed and nothing is half-written.
 
+The one place the front end writes files: the CLI (``-o``), sweeps and every reproduction write
+through :func:`write_atomic`, create their folders with :func:`folder`, and render their Markdown
+tables with :func:`markdown` / :func:`pipe_table`, so a result file looks and behaves the same
+whichever command wrote it.
+
 A regular file (or a new path) is written atomically: to a temporary file beside it, then
 renamed onto it, so an interrupted run leaves the old file or the new one, never a mix. A
 symlink is followed and its target written the same way (the link survives). A device node or
@@ -10,10 +15,16 @@ regular file. Missing parent folders are created. The Rust core follows the same
 
 from __future__ import annotations
 
+import numbers
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pmsim._core import PmsimError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def resolve(path: str | Path) -> tuple[Path, bool]:
@@ -47,3 +58,38 @@ def write_bytes(path: str | Path, data: bytes) -> None:
 
 def write_text(path: str | Path, text: str) -> None:
     write_bytes(path, text.encode())
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Writes a result file atomically (regular files), through (devices), never half-written."""
+    write_text(path, text)
+
+
+def folder(out: str | Path, *parts: str) -> Path:
+    """The output folder ``OUT/PARTS...``, created with its parents if missing."""
+    d = Path(out).joinpath(*parts)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def pipe_table(head: Sequence[object], rows: Iterable[Sequence[object]], align: str) -> list[str]:
+    """The lines of a Markdown pipe table: ``align`` has one letter per column, ``l`` (text,
+    left) or ``r`` (numbers, right); cells are written as given (format them first)."""
+    if len(align) != len(head) or set(align) - {"l", "r"}:
+        raise ValueError(f"align '{align}' must be one l or r per column ({len(head)})")
+    rule = "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"
+    lines = ["| " + " | ".join(map(str, head)) + " |", rule]
+    lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+    return lines
+
+
+def markdown(table: pd.DataFrame, fmt: str = "{:.4g}") -> str:
+    """A DataFrame as a pipe table (pandas' to_markdown needs the optional tabulate package):
+    the index as the first column, numbers formatted with ``fmt`` and right-aligned."""
+
+    def cell(v: object) -> str:
+        return fmt.format(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else str(v)
+
+    head = [table.index.name or "", *table.columns]
+    rows = ([str(idx), *map(cell, row)] for idx, row in table.iterrows())
+    return "\n".join(pipe_table(head, rows, "l" + "r" * len(table.columns))) + "\n"

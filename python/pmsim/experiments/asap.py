@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Unpack
 
 import pandas as pd
 
-from pmsim import api, plots
-from pmsim.cli import write_atomic
+from pmsim import api
 from pmsim.experiments import asap_paper as paper
 from pmsim.experiments.persist_bound import asap_table
-from pmsim.sweep import jobs_for, run_jobs, write_table
+from pmsim.experiments.reproduction import Reproduction, RunOptions, geomean, label
+from pmsim.output import markdown, pipe_table
+from pmsim.sweep import jobs_for
 
 PAPER_DESIGNS = ["baseline", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "bbb", "eadr"]
 PAPER_WORKLOADS = [
@@ -72,6 +74,21 @@ ARTIFACT_SWITCHES = [
 FEW_DFENCES = ("durable_every=16", {"durable_every": 16})
 ABLATION_DESIGNS = ["baseline", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "eadr"]
 ABLATION_OPS = {"quick": 200, "full": 4000}
+# Every figure: file stem -> (title, y label).
+FIGURES = {
+    "fig2_epochs": ("Fig 2: epochs and cross-thread dependencies per ms (RP)", "per ms"),
+    "fig3_flush_stalls": ("Fig 3: PB flushing stalls under HOPS (% of cycles)", "% cycles"),
+    "fig8_speedup": ("Fig 8: speedup over the Intel baseline (4 cores, 2 MCs)", "speedup"),
+    "fig8_sensitivity": ("Fig 8 geomean speedup: sensitivity", "speedup over baseline"),
+    "fig9_pm_writes": ("Fig 9: PM writes normalised to HOPS", "writes / HOPS"),
+    "fig10_scaling": (
+        "Fig 10: throughput scaling (geomean, vs 1-thread HOPS-RP)",
+        "throughput / HOPS-RP at 1 thread",
+    ),
+    "fig11_pb_occupancy": ("Fig 11: persist buffer occupancy (average)", "entries"),
+    "fig12_rt_occupancy": ("Fig 12: recovery table maximum occupancy", "records"),
+    "fig13_bandwidth": ("Fig 13: ordered bandwidth (256 B blocks, 2 MCs)", "M blocks / s"),
+}
 
 
 def available() -> tuple[list[str], list[str]]:
@@ -104,148 +121,69 @@ def config_overrides(path: str | Path) -> dict[str, str]:
 
 
 def reproduce(
-    out: str = "results",
-    scale: str = "quick",
-    workers: int | None = None,
-    progress: bool = True,
-    cache: bool = True,
-    config: str | None = None,
+    out: str = "results", scale: str = "quick", config: str | None = None, **run: Unpack[RunOptions]
 ) -> Path:
+    """Writes ``OUT/asap/`` (``OUT/asap-STEM/`` under a configuration file); returns it."""
     base = config_overrides(config) if config else {}
-    outdir = Path(out) / ("asap" if not config else f"asap-{Path(config).stem}")
-    outdir.mkdir(parents=True, exist_ok=True)
+    name = "asap" if not config else f"asap-{Path(config).stem}"
+    rep = Reproduction.start(out, name, SCALES, scale, FIGURES, **run)
     designs, workloads = available()
-    sc = SCALES[scale]
+    sc = rep.params
     missing = [d for d in PAPER_DESIGNS if d not in designs]
     notes = []
     if config:
         notes.append(f"configuration: {config} ({', '.join(f'{k}={v}' for k, v in base.items())})")
     if missing:
         notes.append(f"designs not available yet, figures using them are partial: {', '.join(missing)}")
-    jobs = _tagged("fig8", jobs_for(designs, workloads, threads=4, ops=sc["ops"]))
-    # Fig 10 reuses Fig 8's 4-thread runs; the core count follows the thread count.
-    more = [t for t in FIG10_THREADS if t != 4]
-    jobs += _tagged("fig10", jobs_for(designs, workloads, {"threads": more}, ops=sc["ops"]))
-    jobs += _tagged("fig13", jobs_for(designs, ["bandwidth"], {"threads": BW_THREADS}, ops=sc["bw_ops"]))
-    # The same single thread with media write bandwidth that no design saturates: what eager
-    # flushing gains when only the flush round trips limit it.
-    jobs += _tagged(
-        "fig13",
-        jobs_for(designs, ["bandwidth"], {"pm_write_gbps": [FAST_MEDIA_GBPS]}, threads=1, ops=sc["bw_ops"]),
-    )
     sens_designs = [d for d in SENSITIVITY_DESIGNS if d in designs]
-    for variant, params in SENSITIVITY.items():
-        jobs += _tagged(
-            "sensitivity", jobs_for(sens_designs, workloads, threads=4, ops=sc["ops"], **params), variant
-        )
     abl_designs = [d for d in ABLATION_DESIGNS if d in designs]
+    jobs = _jobs(designs, workloads, sens_designs, sc)
     if not config:
         jobs += _ablation_jobs(abl_designs, workloads, ABLATION_OPS[scale])
     for j in jobs:
         j["params"] = {**base, **j["params"]}
-    df = run_jobs(jobs, workers=workers, progress=progress, desc="ASAP evaluation", cache=cache)
-    write_atomic(outdir / "runs.csv", df.to_csv(index=False))
-    write_table(df, str(outdir / "runs.parquet"))
-    asap_table(df, outdir, threads=4, ops=sc["ops"], progress=progress)  # persist critical-path bound
+    df = rep.keep_runs(rep.run(jobs, "ASAP evaluation"), parquet=True)
+    asap_table(df, rep.outdir, threads=4, ops=sc["ops"], progress=rep.progress)  # persist critical-path bound
 
     main = df[df.experiment == "fig8"].copy()
-    base = main[main.design == "baseline"].set_index("workload")["sim_time_ns"]
-    main["speedup"] = main.apply(lambda r: base[r.workload] / r.sim_time_ns, axis=1)
+    base_ns = main[main.design == "baseline"].set_index("workload")["sim_time_ns"]
+    main["speedup"] = main.apply(lambda r: base_ns[r.workload] / r.sim_time_ns, axis=1)
     table = main.pivot_table(index="workload", columns="design", values="speedup", sort=False)[designs]
-    gmean = table.apply(lambda c: _geomean(pd.Series(c)))
+    gmean = table.apply(lambda c: geomean(pd.Series(c)))
     table.loc["geomean"] = gmean
-    write_atomic(outdir / "fig8_speedup.csv", table.round(3).to_csv())
-    write_atomic(
-        outdir / "fig8_speedup.md",
-        _markdown(table.round(2)),
-    )
-    plots.grouped_bars(
-        main,
-        index="workload",
-        columns="design",
-        values="speedup",
-        order=designs,
-        hline=1.0,
-        title="Fig 8: speedup over the Intel baseline (4 cores, 2 MCs)",
-        ylabel="speedup",
-        path=outdir / "fig8_speedup.png",
-        table=False,
-    )
+    _speedup_figure(rep, "fig8_speedup", table, main, "workload", designs)
     scaling = _scaling(pd.concat([main, df[df.experiment == "fig10"]]), designs)
     if scaling is not None:
-        write_atomic(outdir / "fig10_scaling.csv", scaling.round(4).to_csv(index=False))
+        rep.write("fig10_scaling.csv", scaling.round(4).to_csv(index=False))
         wide = scaling.pivot_table(index="threads", columns="design", values="speedup", sort=False)
         wide = wide[[d for d in designs if d in wide.columns]]
-        write_atomic(outdir / "fig10_scaling.md", _markdown(wide.round(2)))
-        plots.lines(
-            scaling,
-            x="threads",
-            y="speedup",
-            hue="design",
-            title="Fig 10: throughput scaling (geomean, vs 1-thread HOPS-RP)",
-            ylabel="throughput / HOPS-RP at 1 thread",
-            path=outdir / "fig10_scaling.png",
-        )
+        rep.write("fig10_scaling.md", markdown(wide.round(2), "{:.2f}"))
+        rep.lines("fig10_scaling", scaling, "threads", "speedup", "design")
     else:
         notes.append("Fig 10 needs hops-rp")
-    bw = df[df.experiment == "fig13"].copy()
-    bw["media_write_gbps"] = bw["pm_write_gbps"].fillna(api.config()["pm"]["write_gbps"])
-    bw["bench"] = [
-        f"{t} thread{'s' if t > 1 else ''}, {g:g} GB/s/MC media"
-        for t, g in zip(bw.threads, bw.media_write_gbps, strict=True)
-    ]
-    bw["throughput_mops"] = bw["ops_per_sec"] / 1e6
-    hops = bw[bw.design == "hops-rp"].set_index("bench")["throughput_mops"]
-    bw["vs_hops_rp"] = bw.throughput_mops / bw.bench.map(hops)
+    bw = _bandwidth(df[df.experiment == "fig13"].copy())
     cols = ["design", "threads", "media_write_gbps", "sim_time_ns", "throughput_mops", "write_bandwidth_gbps"]
-    write_atomic(outdir / "fig13_bandwidth.csv", bw[[*cols, "vs_hops_rp"]].round(4).to_csv(index=False))
+    rep.write("fig13_bandwidth.csv", bw[[*cols, "vs_hops_rp"]].round(4).to_csv(index=False))
     bw_table = bw.pivot_table(index="bench", columns="design", values="throughput_mops", sort=False)
-    write_atomic(outdir / "fig13_bandwidth.md", _markdown(bw_table[[d for d in designs if d in bw_table]]))
-    plots.grouped_bars(
-        bw,
-        index="bench",
-        columns="design",
-        values="throughput_mops",
-        order=designs,
-        title="Fig 13: ordered bandwidth (256 B blocks, 2 MCs)",
-        ylabel="M blocks / s",
-        path=outdir / "fig13_bandwidth.png",
-        table=False,
-    )
+    rep.write("fig13_bandwidth.md", markdown(bw_table[[d for d in designs if d in bw_table]], "{:.2f}"))
+    rep.bars("fig13_bandwidth", bw, "bench", "design", "throughput_mops", order=designs, table=False)
     sens = _sensitivity(main, df[df.experiment == "sensitivity"], sens_designs)
     if sens is not None:
-        write_atomic(outdir / "fig8_sensitivity.csv", sens.round(3).to_csv())
-        write_atomic(outdir / "fig8_sensitivity.md", _markdown(sens.round(2)))
-        plots.grouped_bars(
-            sens.reset_index().melt(id_vars="variant", var_name="design", value_name="geomean"),
-            index="variant",
-            columns="design",
-            values="geomean",
-            order=sens_designs,
-            hline=1.0,
-            title="Fig 8 geomean speedup: sensitivity",
-            ylabel="speedup over baseline",
-            path=outdir / "fig8_sensitivity.png",
-            table=False,
-        )
-    _optional_figures(main, designs, outdir, notes)
+        long = sens.reset_index().melt(id_vars="variant", var_name="design", value_name="speedup")
+        _speedup_figure(rep, "fig8_sensitivity", sens, long, "variant", sens_designs)
+    _optional_figures(rep, main, designs, notes)
     abl = _ablation(df[df.experiment == "ablation"], abl_designs) if not config else None
     if abl is not None:
-        write_atomic(outdir / "ablation.csv", abl.round(3).to_csv())
-        write_atomic(outdir / "ablation.md", _ablation_markdown(abl))
-    write_atomic(
-        outdir / "PAPER.md",
-        paper.render(main=main, scaling=scaling, bw=bw, ablation=abl, scale=scale, config=config),
+        rep.write("ablation.csv", abl.round(3).to_csv())
+        rep.write("ablation.md", _ablation_markdown(abl))
+    rep.write(
+        "PAPER.md", paper.render(main=main, scaling=scaling, bw=bw, ablation=abl, scale=scale, config=config)
     )
-    write_atomic(outdir / "NOTES.txt", _notes_text(scale, sc, designs, workloads, notes))
+    rep.write_lines("NOTES.txt", _notes(scale, sc, designs, workloads, notes))
     print(f"Fig 8 — speedup over baseline ({scale} scale, {sc['ops']} ops/thread, 4 threads):")
     print(table.round(2).to_string())
     print("Fig 13 — ordered bandwidth (M blocks/s):")
-    print(
-        bw.pivot_table(index="bench", columns="design", values="throughput_mops", sort=False)[designs]
-        .round(2)
-        .to_string()
-    )
+    print(bw_table[designs].round(2).to_string())
     if scaling is not None:
         print("Fig 10 — throughput vs 1-thread HOPS-RP (geomean over workloads):")
         print(wide.round(2).to_string())
@@ -257,11 +195,55 @@ def reproduce(
         print(abl.drop(columns=["switches"]).round(2).to_string())
     for n in notes:
         print("note:", n)
-    print(f"results in {outdir}/")
-    return outdir
+    print(f"results in {rep.outdir}/")
+    return rep.outdir
 
 
-def _notes_text(scale: str, sc: dict, designs: list[str], workloads: list[str], notes: list[str]) -> str:
+def _jobs(designs: list[str], workloads: list[str], sens_designs: list[str], sc: dict) -> list[dict]:
+    """Figs 8, 10 and 13 and the sensitivity variants, each run labelled by what it feeds."""
+    ops, bw_ops = sc["ops"], sc["bw_ops"]
+    jobs = label(jobs_for(designs, workloads, threads=4, ops=ops), experiment="fig8", variant="default")
+    # Fig 10 reuses Fig 8's 4-thread runs; the core count follows the thread count.
+    more = {"threads": [t for t in FIG10_THREADS if t != 4]}
+    jobs += label(jobs_for(designs, workloads, more, ops=ops), experiment="fig10", variant="default")
+    # Fig 13 at 1 and 4 threads, and the same single thread with media write bandwidth that no
+    # design saturates: what eager flushing gains when only the flush round trips limit it.
+    for grid, fixed in [
+        ({"threads": BW_THREADS}, {"ops": bw_ops}),
+        ({"pm_write_gbps": [FAST_MEDIA_GBPS]}, {"threads": 1, "ops": bw_ops}),
+    ]:
+        bw = jobs_for(designs, ["bandwidth"], grid, **fixed)
+        jobs += label(bw, experiment="fig13", variant="default")
+    for variant, params in SENSITIVITY.items():
+        sens = jobs_for(sens_designs, workloads, threads=4, ops=ops, **params)
+        jobs += label(sens, experiment="sensitivity", variant=variant)
+    return jobs
+
+
+def _speedup_figure(
+    rep: Reproduction, name: str, table: pd.DataFrame, runs: pd.DataFrame, index: str, designs: list[str]
+) -> None:
+    """A speedup figure: ``table`` as NAME.csv (3 decimals) and NAME.md (2 decimals), and the
+    bars of ``runs``' speedups, one group per ``index`` value."""
+    rep.write(f"{name}.csv", table.round(3).to_csv())
+    rep.write(f"{name}.md", markdown(table.round(2), "{:.2f}"))
+    rep.bars(name, runs, index, "design", "speedup", order=designs, hline=1.0, table=False)
+
+
+def _bandwidth(bw: pd.DataFrame) -> pd.DataFrame:
+    """Fig 13's runs with their bench label, throughput (M blocks/s) and ratio to HOPS-RP."""
+    bw["media_write_gbps"] = bw["pm_write_gbps"].fillna(api.config()["pm"]["write_gbps"])
+    bw["bench"] = [
+        f"{t} thread{'s' if t > 1 else ''}, {g:g} GB/s/MC media"
+        for t, g in zip(bw.threads, bw.media_write_gbps, strict=True)
+    ]
+    bw["throughput_mops"] = bw["ops_per_sec"] / 1e6
+    hops = bw[bw.design == "hops-rp"].set_index("bench")["throughput_mops"]
+    bw["vs_hops_rp"] = bw.throughput_mops / bw.bench.map(hops)
+    return bw
+
+
+def _notes(scale: str, sc: dict, designs: list[str], workloads: list[str], notes: list[str]) -> list[str]:
     """NOTES.txt: what this folder is, how it was made, and what could not be drawn."""
     from pmsim import __version__
 
@@ -281,7 +263,7 @@ def _notes_text(scale: str, sc: dict, designs: list[str], workloads: list[str], 
         lines += [f"- {n}" for n in notes]
     else:
         lines.append("Notes on this reproduction: none; every figure was drawn.")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _ablation_variants() -> list[tuple[str, str, dict]]:
@@ -302,8 +284,18 @@ def _ablation_variants() -> list[tuple[str, str, dict]]:
 def _ablation_jobs(designs: list[str], workloads: list[str], ops: int) -> list[dict]:
     jobs = []
     for name, _, ov in _ablation_variants():
-        jobs += _tagged("ablation", jobs_for(designs, workloads, threads=4, ops=ops, **ov), name)
+        jobs += label(
+            jobs_for(designs, workloads, threads=4, ops=ops, **ov), experiment="ablation", variant=name
+        )
     return jobs
+
+
+def _variant_speedups(runs: pd.DataFrame, variant: str) -> pd.Series:
+    """Per design, the geomean over workloads of its speedup over the baseline of ``variant``."""
+    g = runs[runs.variant == variant]
+    base = g[g.design == "baseline"].set_index("workload")["sim_time_ns"]
+    sp = g.assign(speedup=g.workload.map(base) / g.sim_time_ns)
+    return sp.groupby("design")["speedup"].apply(geomean)
 
 
 def _ablation(runs: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:
@@ -312,10 +304,7 @@ def _ablation(runs: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:
         return None
     rows = {}
     for name, kind, ov in _ablation_variants():
-        g = runs[runs.variant == name]
-        base = g[g.design == "baseline"].set_index("workload")["sim_time_ns"]
-        sp = g.assign(speedup=g.workload.map(base) / g.sim_time_ns)
-        row = sp.groupby("design")["speedup"].apply(_geomean)
+        row = _variant_speedups(runs, name)
         rows[name] = {"kind": kind, "switches": " ".join(f"{k}={v}" for k, v in ov.items()), **row.to_dict()}
     out = pd.DataFrame(rows).T[["kind", "switches", *designs]]
     out[designs] = out[designs].astype(float)
@@ -325,25 +314,14 @@ def _ablation(runs: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:
 
 def _ablation_markdown(abl: pd.DataFrame) -> str:
     designs = [c for c in abl.columns if c not in ("kind", "switches")]
-    lines = ["| variant | kind | " + " | ".join(designs) + " |", "|---|---|" + "---:|" * len(designs)]
-    for idx, r in abl.iterrows():
-        lines.append(f"| {idx} | {r.kind} | " + " | ".join(f"{r[d]:.2f}" for d in designs) + " |")
+    rows = ([idx, r.kind, *(f"{r[d]:.2f}" for d in designs)] for idx, r in abl.iterrows())
+    lines = pipe_table(["variant", "kind", *designs], rows, "ll" + "r" * len(designs))
     legend = ["", "Geomean speedup over the baseline of the same variant (Fig 8 workloads, 4 threads).", ""]
     legend.append("Switches (pmsim parameter = the artifact's value):")
     legend.append("")
     for name, ov in [*ARTIFACT_SWITCHES, FEW_DFENCES]:
         legend.append(f"- {name}: " + ", ".join(f"`{k}={v}`" for k, v in ov.items()))
     return "\n".join(lines + legend) + "\n"
-
-
-def _tagged(experiment: str, jobs: list[dict], variant: str = "default") -> list[dict]:
-    for j in jobs:
-        j["label"] = {**j["label"], "experiment": experiment, "variant": variant}
-    return jobs
-
-
-def _geomean(c: pd.Series) -> float:
-    return float(c.prod() ** (1.0 / len(c)))
 
 
 def _scaling(runs: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:
@@ -353,7 +331,7 @@ def _scaling(runs: pd.DataFrame, designs: list[str]) -> pd.DataFrame | None:
         return None
     ref = runs[(runs.design == "hops-rp") & (runs.threads == 1)].set_index("workload")["ops_per_sec"]
     r = runs.assign(speedup=runs.ops_per_sec / runs.workload.map(ref))
-    out = r.groupby(["design", "threads"])["speedup"].apply(_geomean).reset_index()
+    out = r.groupby(["design", "threads"])["speedup"].apply(geomean).reset_index()
     out["design"] = pd.Categorical(out.design, categories=designs, ordered=True)
     out = out.sort_values(["design", "threads"])
     out["design"] = out.design.astype(str)
@@ -365,99 +343,41 @@ def _sensitivity(main: pd.DataFrame, extra: pd.DataFrame, designs: list[str]) ->
     if "baseline" not in designs or extra.empty:
         return None
     runs = pd.concat([main[main.design.isin(designs)], extra])
-    rows = {}
-    for variant in ["default", *SENSITIVITY]:
-        g = runs[runs.variant == variant]
-        base = g[g.design == "baseline"].set_index("workload")["sim_time_ns"]
-        sp = g.assign(speedup=g.workload.map(base) / g.sim_time_ns)
-        rows[variant] = sp.groupby("design")["speedup"].apply(_geomean)
+    rows = {variant: _variant_speedups(runs, variant) for variant in ["default", *SENSITIVITY]}
     out = pd.DataFrame(rows).T[designs]
     out.index.name = "variant"
     return out
 
 
-def _markdown(table: pd.DataFrame) -> str:
-    """A pipe table (pandas' to_markdown needs the optional tabulate package)."""
-    head = [table.index.name or "", *map(str, table.columns)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(table.columns)) + "|"]
-    for idx, row in table.iterrows():
-        lines.append("| " + " | ".join([str(idx), *(f"{v:.2f}" for v in row)]) + " |")
-    return "\n".join(lines) + "\n"
+def _optional_figures(rep: Reproduction, df: pd.DataFrame, designs: list[str], notes: list[str]) -> None:
+    """Figs 2, 3, 9, 11 and 12, each drawn when the designs and statistics it needs are there
+    (a note in NOTES.txt otherwise)."""
 
-
-def _optional_figures(df: pd.DataFrame, designs: list[str], outdir: Path, notes: list[str]) -> None:
     def have(col: str, design: str) -> bool:
         return col in df and not df[df.design == design][col].isna().all()
 
-    if have("ds_epochs_per_ms", "asap-rp"):
-        d = df[df.design == "asap-rp"].melt(
-            id_vars="workload",
-            value_vars=["ds_epochs_per_ms", "ds_cross_thread_deps_per_ms"],
-            var_name="metric",
-            value_name="per_ms",
+    def drawn(ok: bool, missing: str) -> bool:
+        if not ok:
+            notes.append(missing)
+        return ok
+
+    if drawn(have("ds_epochs_per_ms", "asap-rp"), "Fig 2 needs asap-rp (epoch statistics)"):
+        value_vars = ["ds_epochs_per_ms", "ds_cross_thread_deps_per_ms"]
+        d = df[df.design == "asap-rp"].melt("workload", value_vars, var_name="metric", value_name="per_ms")
+        rep.bars("fig2_epochs", d, "workload", "metric", "per_ms", log=True)
+    if drawn(have("ds_flush_stall_pct", "hops-rp"), "Fig 3 needs hops-rp"):
+        rep.bars(
+            "fig3_flush_stalls", df[df.design.isin(["hops-rp"])], "workload", "design", "ds_flush_stall_pct"
         )
-        plots.grouped_bars(
-            d,
-            index="workload",
-            columns="metric",
-            values="per_ms",
-            log=True,
-            title="Fig 2: epochs and cross-thread dependencies per ms (RP)",
-            ylabel="per ms",
-            path=outdir / "fig2_epochs.png",
-        )
-    else:
-        notes.append("Fig 2 needs asap-rp (epoch statistics)")
-    if have("ds_flush_stall_pct", "hops-rp"):
-        plots.grouped_bars(
-            df[df.design.isin(["hops-rp"])],
-            index="workload",
-            columns="design",
-            values="ds_flush_stall_pct",
-            title="Fig 3: PB flushing stalls under HOPS (% of cycles)",
-            ylabel="% cycles",
-            path=outdir / "fig3_flush_stalls.png",
-        )
-    else:
-        notes.append("Fig 3 needs hops-rp")
-    if "hops-rp" in designs and "asap-rp" in designs:
+    if drawn("hops-rp" in designs and "asap-rp" in designs, "Fig 9 needs hops-rp and asap-rp"):
         h = df[df.design == "hops-rp"].set_index("workload")["pm_writes"]
         d = df[df.design.isin(["hops-rp", "asap-rp"])].copy()
         d["writes_norm"] = d.apply(lambda r: r.pm_writes / max(h[r.workload], 1), axis=1)
-        plots.grouped_bars(
-            d,
-            index="workload",
-            columns="design",
-            values="writes_norm",
-            hline=1.0,
-            title="Fig 9: PM writes normalised to HOPS",
-            ylabel="writes / HOPS",
-            path=outdir / "fig9_pm_writes.png",
-        )
-    else:
-        notes.append("Fig 9 needs hops-rp and asap-rp")
-    if have("ds_pb_occupancy_avg", "asap-rp"):
+        rep.bars("fig9_pm_writes", d, "workload", "design", "writes_norm", hline=1.0)
+    if drawn(have("ds_pb_occupancy_avg", "asap-rp"), "Fig 11 needs PB designs"):
         d = df[df.design.isin(["hops-rp", "asap-rp"])]
-        plots.grouped_bars(
-            d,
-            index="workload",
-            columns="design",
-            values="ds_pb_occupancy_avg",
-            title="Fig 11: persist buffer occupancy (average)",
-            ylabel="entries",
-            path=outdir / "fig11_pb_occupancy.png",
+        rep.bars("fig11_pb_occupancy", d, "workload", "design", "ds_pb_occupancy_avg")
+    if drawn(have("ds_rt_occupancy_max", "asap-rp"), "Fig 12 needs asap-rp"):
+        rep.bars(
+            "fig12_rt_occupancy", df[df.design == "asap-rp"], "workload", "design", "ds_rt_occupancy_max"
         )
-    else:
-        notes.append("Fig 11 needs PB designs")
-    if have("ds_rt_occupancy_max", "asap-rp"):
-        plots.grouped_bars(
-            df[df.design == "asap-rp"],
-            index="workload",
-            columns="design",
-            values="ds_rt_occupancy_max",
-            title="Fig 12: recovery table maximum occupancy",
-            ylabel="records",
-            path=outdir / "fig12_rt_occupancy.png",
-        )
-    else:
-        notes.append("Fig 12 needs asap-rp")

@@ -16,12 +16,14 @@ Fig 12 (RDMA network persistence, BSP over sync), the remote half of the paper, 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Unpack
 
 import pandas as pd
 
 from pmsim import plots
-from pmsim.cli import write_atomic
-from pmsim.sweep import jobs_for, run_jobs
+from pmsim.experiments.reproduction import Reproduction, RunOptions, geomean, label
+from pmsim.output import markdown, pipe_table
+from pmsim.sweep import jobs_for
 
 BENCHMARKS = ["hash", "rbtree", "sps", "btree", "ssca2"]
 DESIGNS = ["delegated", "broi"]
@@ -61,114 +63,79 @@ PAPER = {
     ("operation throughput", "hybrid"): 1.30,
 }
 PAPER_BANK_STALL_PCT = 36.0
+# Every figure: file stem -> (title, y label); {threads} is the scale's thread count.
+FIGURES = {
+    "fig9_memory_throughput": (
+        "Fig 9: memory throughput (Table III machine, {threads} threads)",
+        "vs delegated-local",
+    ),
+    "fig10_op_throughput": (
+        "Fig 10: operation throughput (Table III machine, {threads} threads)",
+        "vs delegated-local",
+    ),
+    "bank_blp": ("Bank-level parallelism (banks busy while any is)", "BLP"),
+    "fig11_scalability": ("Fig 11: scalability (geomean of the five benchmarks)", "M operations / s"),
+}
+# The bars of Figs 9 and 10 and of bank_blp: design-scenario, normalised to delegated-local.
+BARS = ["delegated-local", "broi-local", "delegated-hybrid", "broi-hybrid"]
 
 
 def _jobs(experiment: str, scenario: str, threads: int, ops: int, benchmarks: list[str]) -> list[dict]:
     extra = HYBRID if scenario == "hybrid" else {}
     cores = threads + (1 if scenario == "hybrid" else 0)
     jobs = jobs_for(DESIGNS, benchmarks, threads=threads, ops=ops, core_count=cores, **TABLE3, **extra)
-    for j in jobs:
-        j["label"] = {**j["label"], "experiment": experiment, "scenario": scenario, "threads": threads}
-    return jobs
+    return label(jobs, experiment=experiment, scenario=scenario, threads=threads)
 
 
-def _geomean(s: pd.Series) -> float:
-    return float(s.prod() ** (1.0 / len(s)))
-
-
-def reproduce(
-    out: str = "results",
-    scale: str = "quick",
-    workers: int | None = None,
-    progress: bool = True,
-    cache: bool = True,
-) -> Path:
-    outdir = Path(out) / "broi"
-    outdir.mkdir(parents=True, exist_ok=True)
-    sc = SCALES[scale]
+def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptions]) -> Path:
+    rep = Reproduction.start(out, "broi", SCALES, scale, FIGURES, **run)
+    sc = rep.params
     jobs = []
     for scenario in ["local", "hybrid"]:
         jobs += _jobs("fig9", scenario, sc["threads"], sc["ops"], BENCHMARKS)
     for t in sc["fig11_threads"]:
         jobs += _jobs("fig11", "local", t, sc["fig11_ops"], BENCHMARKS)
-    df = run_jobs(jobs, workers=workers, progress=progress, desc="BROI evaluation", cache=cache)
-    df = df.rename(columns={"workload": "benchmark"})
+    df = rep.run(jobs, "BROI evaluation").rename(columns={"workload": "benchmark"})
     df["mops"] = df["ops_per_sec"] / 1e6
-    write_atomic(outdir / "runs.csv", df.to_csv(index=False))
+    rep.keep_runs(df)
 
     main = df[df.experiment == "fig9"].copy()
     main["throughput_gbps"] = main["memory_throughput_gbps"]
-    cols9 = ["benchmark", "scenario", "design", "throughput_gbps"]
-    write_atomic(outdir / "fig9_memory_throughput.csv", main[cols9].round(4).to_csv(index=False))
-    cols10 = ["benchmark", "scenario", "design", "mops"]
-    write_atomic(outdir / "fig10_op_throughput.csv", main[cols10].round(4).to_csv(index=False))
     base = main[(main.design == "delegated") & (main.scenario == "local")].set_index("benchmark")
     main["bar"] = main.design + "-" + main.scenario
-    order = ["delegated-local", "broi-local", "delegated-hybrid", "broi-hybrid"]
-    for value, fig, title, ylabel in [
-        ("throughput_gbps", "fig9_memory_throughput", "Fig 9: memory throughput", "vs delegated-local"),
-        ("mops", "fig10_op_throughput", "Fig 10: operation throughput", "vs delegated-local"),
-    ]:
+    for value, fig in [("throughput_gbps", "fig9_memory_throughput"), ("mops", "fig10_op_throughput")]:
+        # The figure's CSV has the issue's columns; its Markdown is the plotted table.
+        rep.write(f"{fig}.csv", main[["benchmark", "scenario", "design", value]].round(4).to_csv(index=False))
         main[f"{value}_norm"] = main[value] / main.benchmark.map(base[value])
-        plots.grouped_bars(
-            main,
-            index="benchmark",
-            columns="bar",
-            values=f"{value}_norm",
-            order=order,
-            hline=1.0,
-            title=f"{title} (Table III machine, {sc['threads']} threads)",
-            ylabel=ylabel,
-            path=outdir / f"{fig}.png",
-            table=False,  # the figure's CSV has the issue's columns; its Markdown is the plotted table
-        )
-        plotted = main.pivot_table(index="benchmark", columns="bar", values=f"{value}_norm", sort=False)
-        write_atomic(outdir / f"{fig}.md", plots.markdown(plotted[[c for c in order if c in plotted]]))
+        rep.bars(fig, main, "benchmark", "bar", f"{value}_norm", order=BARS, hline=1.0, table=False)
+        rep.write(f"{fig}.md", markdown(plots.plotted(main, "benchmark", "bar", f"{value}_norm", BARS)))
 
     bank_cols = ["benchmark", "scenario", "design", "blp", "row_hit_rate", "bank_conflict_stall_pct"]
-    write_atomic(outdir / "bank_stats.csv", main[bank_cols].round(4).to_csv(index=False))
-    plots.grouped_bars(
-        main,
-        index="benchmark",
-        columns="bar",
-        values="blp",
-        order=order,
-        title="Bank-level parallelism (banks busy while any is)",
-        ylabel="BLP",
-        path=outdir / "bank_blp.png",
-    )
+    rep.write("bank_stats.csv", main[bank_cols].round(4).to_csv(index=False))
+    rep.bars("bank_blp", main, "benchmark", "bar", "blp", order=BARS)
 
     sc11 = df[df.experiment == "fig11"].copy()
     sc11["throughput_gbps"] = sc11["memory_throughput_gbps"]
     cols11 = ["benchmark", "threads", "design", "mops", "throughput_gbps", "blp"]
-    write_atomic(outdir / "fig11_scalability.csv", sc11[cols11].round(4).to_csv(index=False))
-    g11 = sc11.groupby(["design", "threads"], as_index=False).agg(mops=("mops", _geomean))
-    plots.lines(
-        g11,
-        x="threads",
-        y="mops",
-        hue="design",
-        title="Fig 11: scalability (geomean of the five benchmarks)",
-        ylabel="M operations / s",
-        path=outdir / "fig11_scalability.png",
-    )
+    rep.write("fig11_scalability.csv", sc11[cols11].round(4).to_csv(index=False))
+    g11 = sc11.groupby(["design", "threads"], as_index=False).agg(mops=("mops", geomean))
+    rep.lines("fig11_scalability", g11, "threads", "mops", "design")
 
     summary = _summary(main)
-    write_atomic(outdir / "PAPER.md", _paper_md(summary, main, sc11, scale, sc))
-    notes = _fig12(out, scale, workers, progress, cache)
+    rep.write("PAPER.md", _paper_md(summary, main, sc11, scale, sc))
+    notes = _fig12(out, scale, run)
     head = [
         "pmsim reproduction of the BROI paper's evaluation (Hu et al., HPCA 2019, section VII).",
         f"Made by: pmsim reproduce broi --scale {scale} (Table III machine: configs/broi-table3.toml).",
         "Files: fig9_memory_throughput, fig10_op_throughput, fig11_scalability (memory bus: delegated vs"
         " broi, local and hybrid), bank_stats.csv, bank_blp; runs.csv holds every run.",
         "Comparison with the paper's numbers and the causes of differences: PAPER.md.",
-        "",
     ]
-    write_atomic(outdir / "NOTES.txt", "\n".join(head) + notes + "\n")
+    rep.write_lines("NOTES.txt", [*head, notes])
     print(f"BROI over delegated, geomean of {', '.join(BENCHMARKS)} ({scale} scale):")
     print(summary.round(3).to_string())
-    print(f"wrote {outdir}")
-    return outdir
+    print(f"wrote {rep.outdir}")
+    return rep.outdir
 
 
 def _summary(main: pd.DataFrame) -> pd.DataFrame:
@@ -181,8 +148,8 @@ def _summary(main: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 "scenario": scenario,
-                "memory_throughput_ratio": _geomean(b.throughput_gbps / d.throughput_gbps),
-                "op_throughput_ratio": _geomean(b.mops / d.mops),
+                "memory_throughput_ratio": geomean(b.throughput_gbps / d.throughput_gbps),
+                "op_throughput_ratio": geomean(b.mops / d.mops),
                 "blp_delegated": d.blp.mean(),
                 "blp_broi": b.blp.mean(),
                 "row_hit_delegated": d.row_hit_rate.mean(),
@@ -230,36 +197,41 @@ def _paper_md(summary: pd.DataFrame, main: pd.DataFrame, sc11: pd.DataFrame, sca
     def pct(x: float) -> str:
         return f"{(x - 1) * 100:+.0f}%"
 
+    ratios = []
+    for (metric, scenario), paper in PAPER.items():
+        col = "memory_throughput_ratio" if metric == "memory throughput" else "op_throughput_ratio"
+        ratios.append([metric, scenario, pct(paper), pct(summary.loc[scenario, col])])
+    stall = summary.loc["local", "bank_stall_pct_delegated"]
+    motivation = "requests stalled by bank conflicts (motivation, Epoch baseline)"
+    ratios.append([motivation, "local", f"{PAPER_BANK_STALL_PCT:.0f}%", f"{stall:.0f}%"])
+    banks = [
+        [s, *(f"{v:.2f}" for v in (r.blp_delegated, r.blp_broi, r.row_hit_delegated, r.row_hit_broi))]
+        for s, r in summary.iterrows()
+    ]
+    g11 = sc11.groupby(["threads", "design"]).mops.apply(geomean).unstack()
+    fig11 = [
+        [t, f"{r.delegated:.3f}", f"{r.broi:.3f}", f"{r.broi / r.delegated:.2f}"] for t, r in g11.iterrows()
+    ]
     lines = [
         "# BROI (Hu et al., HPCA'19): the paper beside pmsim",
         "",
         f"pmsim `reproduce broi --scale {scale}`: the seed's Table III machine, {sc['threads']} threads, "
         f"{sc['ops']} operations per thread, Table IV benchmarks (footprints scaled by 1/64).",
         "",
-        "| metric (BROI over Epoch/delegated, geomean of 5) | scenario | paper | pmsim |",
-        "|---|---|---:|---:|",
-    ]
-    for (metric, scenario), paper in PAPER.items():
-        col = "memory_throughput_ratio" if metric == "memory throughput" else "op_throughput_ratio"
-        lines.append(f"| {metric} | {scenario} | {pct(paper)} | {pct(summary.loc[scenario, col])} |")
-    stall = summary.loc["local", "bank_stall_pct_delegated"]
-    lines += [
-        f"| requests stalled by bank conflicts (motivation, Epoch baseline) | local | "
-        f"{PAPER_BANK_STALL_PCT:.0f}% | {stall:.0f}% |",
+        *pipe_table(
+            ["metric (BROI over Epoch/delegated, geomean of 5)", "scenario", "paper", "pmsim"], ratios, "llrr"
+        ),
         "",
         "## Bank statistics (mean over the five benchmarks)",
         "",
-        "| scenario | BLP delegated | BLP broi | row-hit delegated | row-hit broi |",
-        "|---|---:|---:|---:|---:|",
+        *pipe_table(
+            ["scenario", "BLP delegated", "BLP broi", "row-hit delegated", "row-hit broi"], banks, "lrrrr"
+        ),
+        "",
+        "## Fig 11: geomean operation throughput (M ops/s) over threads",
+        "",
+        *pipe_table(["threads", "delegated", "broi", "broi/delegated"], fig11, "rrrr"),
     ]
-    for s, r in summary.iterrows():
-        blp = f"{r.blp_delegated:.2f} | {r.blp_broi:.2f}"
-        lines.append(f"| {s} | {blp} | {r.row_hit_delegated:.2f} | {r.row_hit_broi:.2f} |")
-    g11 = sc11.groupby(["threads", "design"]).mops.apply(_geomean).unstack()
-    lines += ["", "## Fig 11: geomean operation throughput (M ops/s) over threads", ""]
-    lines += ["| threads | delegated | broi | broi/delegated |", "|---:|---:|---:|---:|"]
-    for t, r in g11.iterrows():
-        lines.append(f"| {t} | {r.delegated:.3f} | {r.broi:.3f} | {r.broi / r.delegated:.2f} |")
     lines += [
         "",
         _WHY.format(
@@ -274,11 +246,11 @@ def _paper_md(summary: pd.DataFrame, main: pd.DataFrame, sc11: pd.DataFrame, sca
     return "\n".join(lines) + "\n"
 
 
-def _fig12(out: str, scale: str, workers: int | None, progress: bool, cache: bool) -> str:
+def _fig12(out: str, scale: str, run: RunOptions) -> str:
     """The remote half of the paper (Fig 12, RDMA): ``pmsim.experiments.remote``."""
     from pmsim.experiments import remote
 
-    remote.reproduce(out=out, scale=scale, workers=workers, progress=progress, cache=cache)
+    remote.reproduce(out, scale, **run)
     return (
         "Fig 12: fig12_remote.*, fig12_latency_sweep.*, fig12_cpu_sweep.* (runs in runs_fig12.csv),"
         " written by pmsim.experiments.remote; its paper comparison is in the repository's PAPER.md."

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from pmsim import api
 from pmsim.analysis import analyze_reports
-from pmsim.cli import write_atomic
+from pmsim.output import pipe_table, write_atomic
 
 MODELS = ["strict", "epoch", "strand"]
 
@@ -73,20 +73,13 @@ def _fmt(v: float) -> str:
 def _markdown(t: pd.DataFrame, designs: list[str], lat: float) -> str:
     head = ["workload", "path/op strict", "epoch", "strand", f"epoch bound ops/s (L={lat:g} ns)"]
     head += [f"{d} % of bound" for d in designs]
+    cols = ["path_per_op_strict", "path_per_op_epoch", "path_per_op_strand", "bound_ops_per_s_epoch"]
+    cols += [f"{d}_pct_of_epoch_bound" for d in designs]
+    rows = ([w, *(_fmt(r[c]) for c in cols)] for w, r in t.iterrows())
     lines = [
         "Persist critical path per operation (docs/design.md §8) and each design's simulated rate as a",
         "share of the epoch-persistency bound (one media write per persist on the path).",
         "",
-        "| " + " | ".join(head) + " |",
-        "|---|" + "---:|" * (len(head) - 1),
+        *pipe_table(head, rows, "l" + "r" * (len(head) - 1)),
     ]
-    for w, r in t.iterrows():
-        cells = [
-            _fmt(r["path_per_op_strict"]),
-            _fmt(r["path_per_op_epoch"]),
-            _fmt(r["path_per_op_strand"]),
-            _fmt(r["bound_ops_per_s_epoch"]),
-        ]
-        cells += [_fmt(r[f"{d}_pct_of_epoch_bound"]) for d in designs]
-        lines.append(f"| {w} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Unpack
 
 import pandas as pd
-from tqdm.auto import tqdm
 
-from pmsim import plots
 from pmsim.analysis import analyze_reports
-from pmsim.cli import write_atomic
+from pmsim.experiments.reproduction import Reproduction, RunOptions
+from pmsim.output import pipe_table
 
 # Table 1 of the seed (normalised rates).
 PAPER_TABLE1 = {
@@ -36,6 +36,12 @@ ANALYSIS_MODEL = {"strict": "strict", "epoch": "epoch", "racing": "epoch", "stra
 GRANULARITIES = [8, 16, 32, 64, 128, 256]
 SCALES = {"quick": {"inserts": 1600}, "full": {"inserts": 16000}}
 FIG3_POINTS = 41  # 10 ns .. 100 µs, 10 per decade
+# Every figure: file stem -> (title, y label).
+FIGURES = {
+    "fig3_persist_latency": ("Fig 3: CWL, 1 thread", "inserts / s"),
+    "fig4_atomic_persist": ("Fig 4: CWL, 1 thread", "critical path per insert"),
+    "fig5_tracking_granularity": ("Fig 5: CWL, 1 thread", "critical path per insert"),
+}
 
 
 def _job(queue: str, threads: int, variant: str, inserts: int, **kw) -> dict:
@@ -43,21 +49,17 @@ def _job(queue: str, threads: int, variant: str, inserts: int, **kw) -> dict:
     return analyze_reports(workload=queue, model=ANALYSIS_MODEL[variant], params=params, **kw)[0]
 
 
-def reproduce(
-    out: str = "results", scale: str = "quick", workers: int | None = None, progress: bool = True
-) -> Path:
-    """Writes ``OUT/persistency/``; returns that directory. (``workers`` is accepted for the
-    common ``reproduce`` interface; the analyses are fast and run in this process.)"""
-    inserts = SCALES[scale]["inserts"]
-    outdir = Path(out) / "persistency"
-    outdir.mkdir(parents=True, exist_ok=True)
+def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptions]) -> Path:
+    """Writes ``OUT/persistency/``; returns that directory. (``workers`` and ``cache`` are
+    accepted for the common ``reproduce`` interface; the analyses are fast and run in this
+    process, uncached.)"""
+    rep = Reproduction.start(out, "persistency", SCALES, scale, FIGURES, **run)
+    inserts = rep.params["inserts"]
     t1_jobs = [(q, t, v) for (q, t) in PAPER_TABLE1 for v in MODELS]
     fig_jobs = [
         (m, kind, g) for kind in ("atomic", "track") for m in ("strict", "epoch") for g in GRANULARITIES
     ]
-    bar = tqdm(
-        total=len(t1_jobs) + len(fig_jobs), desc="Memory Persistency", disable=not progress, unit="run"
-    )
+    bar = rep.bar(len(t1_jobs) + len(fig_jobs), "Memory Persistency")
 
     # One instruction rate per queue and thread count, as the seed measured it (the program run
     # natively, persist barriers costing nothing): the eadr insert rate of the racing variant,
@@ -85,44 +87,33 @@ def reproduce(
     figs = pd.DataFrame(frows)
 
     cols = ["queue", "threads", "model", "normalized_rate"]
-    write_atomic(outdir / "table1.csv", t1.to_csv(index=False, columns=cols))
-    write_atomic(outdir / "table1_detail.csv", t1.to_csv(index=False))
-    write_atomic(outdir / "table1.md", _table1_md(t1))
+    rep.write("table1.csv", t1.to_csv(index=False, columns=cols))
+    rep.write("table1_detail.csv", t1.to_csv(index=False))
+    rep.write("table1.md", _table1_md(t1))
 
     fig3, be = _fig3(t1)
-    write_atomic(outdir / "fig3_persist_latency.csv", fig3.to_csv(index=False))
-    write_atomic(outdir / "fig3_break_even.csv", be.to_csv(index=False))
-    plots.lines(
+    rep.write("fig3_persist_latency.csv", fig3.to_csv(index=False))
+    rep.write("fig3_break_even.csv", be.to_csv(index=False))
+    latency = "persist latency (ns)"
+    rep.lines(
+        "fig3_persist_latency",
         fig3,
-        x="persist_ns",
-        y="achievable_ops_per_s",
-        hue="model",
-        title="Fig 3: CWL, 1 thread",
-        ylabel="inserts / s",
-        xlabel="persist latency (ns)",
-        path=outdir / "fig3_persist_latency.png",
+        "persist_ns",
+        "achievable_ops_per_s",
+        "model",
+        xlabel=latency,
         logx=True,
         logy=True,
     )
-    for kind, name, label in (
+    for kind, name, xlabel in (
         ("atomic", "fig4_atomic_persist", "atomic persist size (B)"),
         ("track", "fig5_tracking_granularity", "tracking granularity (B)"),
     ):
         d = figs[figs.figure == kind].drop(columns="figure")
-        write_atomic(outdir / f"{name}.csv", d.to_csv(index=False))
-        plots.lines(
-            d,
-            x="bytes",
-            y="critical_path_per_insert",
-            hue="model",
-            title=f"Fig {4 if kind == 'atomic' else 5}: CWL, 1 thread",
-            ylabel="critical path per insert",
-            xlabel=label,
-            path=outdir / f"{name}.png",
-            logx=True,
-        )
-    write_atomic(outdir / "PAPER.md", _paper_md(t1, be, figs, scale, inserts))
-    return outdir
+        rep.write(f"{name}.csv", d.to_csv(index=False))
+        rep.lines(name, d, "bytes", "critical_path_per_insert", "model", xlabel=xlabel, logx=True)
+    rep.write("PAPER.md", _paper_md(t1, be, figs, scale, inserts))
+    return rep.outdir
 
 
 _KEEP = [
@@ -179,19 +170,19 @@ def _bold(v: float) -> str:
 
 
 def _table1_md(t1: pd.DataFrame) -> str:
-    lines = [
-        "Table 1: persist-bound insert rate normalised to the instruction rate (500 ns persists);",
-        "pmsim (paper). Above 1 (bold): instruction-bound.",
-        "",
-        "| queue | threads | " + " | ".join(MODELS) + " |",
-        "|---|---:|" + "---:|" * len(MODELS),
-    ]
+    rows = []
     for (q, t), paper in PAPER_TABLE1.items():
         cells = []
         for m in MODELS:
             v = t1[(t1.queue == q) & (t1.threads == t) & (t1.model == m)]["normalized_rate"].iloc[0]
             cells.append(f"{_bold(v)} ({_bold(paper[m])})")
-        lines.append(f"| {q} | {t} | " + " | ".join(cells) + " |")
+        rows.append([q, t, *cells])
+    lines = [
+        "Table 1: persist-bound insert rate normalised to the instruction rate (500 ns persists);",
+        "pmsim (paper). Above 1 (bold): instruction-bound.",
+        "",
+        *pipe_table(["queue", "threads", *MODELS], rows, "lr" + "r" * len(MODELS)),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -222,14 +213,16 @@ def _paper_md(t1: pd.DataFrame, be: pd.DataFrame, figs: pd.DataFrame, scale: str
         "",
         "Critical path per insert and instruction rate behind each cell:",
         "",
-        "| queue | threads | model | path / insert | instr. inserts/s | persist-bound inserts/s |",
-        "|---|---:|---|---:|---:|---:|",
+        *pipe_table(
+            ["queue", "threads", "model", "path / insert", "instr. inserts/s", "persist-bound inserts/s"],
+            (
+                [r["queue"], r["threads"], r["model"], f"{r['critical_path_per_op']:.4g}"]
+                + [f"{r['instr_ops_per_s']:,.0f}", _fmt(r["persist_bound_ops_per_s"])]
+                for _, r in t1.iterrows()
+            ),
+            "lrlrrr",
+        ),
     ]
-    for _, r in t1.iterrows():
-        out.append(
-            f"| {r['queue']} | {r['threads']} | {r['model']} | {r['critical_path_per_op']:.4g} | "
-            f"{r['instr_ops_per_s']:,.0f} | {_fmt(r['persist_bound_ops_per_s'])} |"
-        )
     ops8 = cell("cwl", 8, "racing", "ops")
     p_ep = cell("cwl", 8, "epoch", "persists") / ops8
     p_ra = cell("cwl", 8, "racing", "persists") / ops8
@@ -277,11 +270,15 @@ def _paper_md(t1: pd.DataFrame, be: pd.DataFrame, figs: pd.DataFrame, scale: str
         "",
         "## Fig. 3: persist latency (CWL, 1 thread)",
         "",
-        "| model | break-even latency (pmsim) | paper |",
-        "|---|---:|---:|",
+        *pipe_table(
+            ["model", "break-even latency (pmsim)", "paper"],
+            (
+                [r["model"], f"{_fmt(r['break_even_ns'])} ns", f"{_fmt(r['paper_break_even_ns'])} ns"]
+                for _, r in be.iterrows()
+            ),
+            "lrr",
+        ),
     ]
-    for _, r in be.iterrows():
-        out.append(f"| {r['model']} | {_fmt(r['break_even_ns'])} ns | {_fmt(r['paper_break_even_ns'])} ns |")
     out += [
         "",
         "Break-even L = 1 / (path per insert × instruction rate). Strict and epoch fall where the",
@@ -289,19 +286,18 @@ def _paper_md(t1: pd.DataFrame, be: pd.DataFrame, figs: pd.DataFrame, scale: str
         "",
         "## Fig. 4 and Fig. 5: atomic persist size and tracking granularity (CWL, 1 thread)",
         "",
-        "| bytes | strict vs A | epoch vs A | strict vs G | epoch vs G |",
-        "|---:|---:|---:|---:|---:|",
     ]
 
     def f(kind, m, g):
         d = figs[(figs.figure == kind) & (figs.model == m) & (figs.bytes == g)]
         return d["critical_path_per_insert"].iloc[0]
 
-    for g in GRANULARITIES:
-        out.append(
-            f"| {g} | {f('atomic', 'strict', g):.3g} | {f('atomic', 'epoch', g):.3g} | "
-            f"{f('track', 'strict', g):.3g} | {f('track', 'epoch', g):.3g} |"
-        )
+    sides = [("atomic", "strict"), ("atomic", "epoch"), ("track", "strict"), ("track", "epoch")]
+    out += pipe_table(
+        ["bytes", "strict vs A", "epoch vs A", "strict vs G", "epoch vs G"],
+        ([g, *(f"{f(kind, m, g):.3g}" for kind, m in sides)] for g in GRANULARITIES),
+        "rrrrr",
+    )
     meet = next(
         (g for g in GRANULARITIES if f("atomic", "strict", g) <= f("atomic", "epoch", g) + 1e-9), None
     )

@@ -10,13 +10,11 @@ splits epochs at every conflict (EP) or synchronising acquire (RP)).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from pmsim import api, plots
-from pmsim.cli import write_atomic
 from pmsim.experiments.persist_bound import critical_paths
+from pmsim.output import folder, write_atomic
 from pmsim.sweep import jobs_for, run_jobs
 
 WHISPER_SINGLE_LINE_PCT = 75.0
@@ -61,8 +59,7 @@ def profile(
         df[f"deps_per_ms_{model}"] = df.workload.map(r["ds_cross_thread_deps_per_ms"])
         df[f"epochs_per_ms_{model}"] = df.workload.map(r["ds_epochs_per_ms"])
     if out:
-        outdir = Path(out)
-        outdir.mkdir(parents=True, exist_ok=True)
+        outdir = folder(out)
         write_atomic(outdir / "persist_profile.csv", df.round(3).to_csv(index=False))
         long = df.melt(
             id_vars="workload",

@@ -26,12 +26,14 @@ benchmark (the clients' CPU work per operation is a workload parameter fixed by 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Unpack
 
 import pandas as pd
 
-from pmsim import api, plots
-from pmsim.cli import write_atomic
-from pmsim.sweep import jobs_for, run_jobs
+from pmsim import api
+from pmsim.experiments.reproduction import Reproduction, RunOptions, label
+from pmsim.output import markdown, write_atomic
+from pmsim.sweep import jobs_for
 
 BENCHMARKS = {
     "tpcc": "rdma-tpcc",
@@ -50,6 +52,17 @@ CPU_SCALES = [0.25, 1, 4, 16]
 # The benchmarks' default client CPU work (workload parameter `compute`, docs/workloads.md).
 DEFAULT_COMPUTE = {"tpcc": 4000, "ycsb": 4000, "ctree": 4000, "hashmap": 4000, "memcached": 40000}
 PAPER = {"tpcc": 2.5, "ycsb": 2.5, "ctree": 2.0, "hashmap": 2.0, "memcached": 1.15}
+# Every figure: file stem -> (title, y label).
+FIGURES = {
+    "fig12_remote": (f"Fig 12: remote application throughput ({CLIENTS} clients)", "M operations / s"),
+    "fig12_latency_sweep": ("BSP over sync vs one-way link latency", "throughput ratio"),
+    "fig12_cpu_sweep": ("BSP over sync vs client CPU per operation (x default)", "throughput ratio"),
+}
+# The sweeps: figure -> (experiment, swept column, what the printed table's columns are).
+SWEEPS = {
+    "fig12_latency_sweep": ("latency", "link_latency_us", "one-way link latency (µs)"),
+    "fig12_cpu_sweep": ("cpu", "cpu_scale", "client CPU per operation (x default)"),
+}
 
 
 def _jobs(sc: dict, experiment: str, grid: dict, cpu_scale: float | None = None) -> list[dict]:
@@ -57,21 +70,10 @@ def _jobs(sc: dict, experiment: str, grid: dict, cpu_scale: float | None = None)
     for bench, wl in BENCHMARKS.items():
         ops = sc["memcached_ops"] if bench == "memcached" else sc["ops"]
         extra = {} if cpu_scale is None else {"compute": int(DEFAULT_COMPUTE[bench] * cpu_scale)}
-        for j in jobs_for(["baseline"], [wl], grid, threads=CLIENTS, ops=ops, **extra):
-            j["label"] = {**j["label"], "experiment": experiment, "benchmark": bench}
-            if cpu_scale is not None:
-                j["label"]["cpu_scale"] = cpu_scale
-            jobs.append(j)
+        scaled = {} if cpu_scale is None else {"cpu_scale": cpu_scale}
+        wl_jobs = jobs_for(["baseline"], [wl], grid, threads=CLIENTS, ops=ops, **extra)
+        jobs += label(wl_jobs, experiment=experiment, benchmark=bench, **scaled)
     return jobs
-
-
-def _markdown(table: pd.DataFrame, fmt: str = "{:.2f}") -> str:
-    head = [table.index.name or "", *map(str, table.columns)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(table.columns)) + "|"]
-    for idx, row in table.iterrows():
-        cells = [fmt.format(v) if isinstance(v, float) else str(v) for v in row]
-        lines.append("| " + " | ".join([str(idx), *cells]) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def fig4c(outdir: Path, epochs: int = 6, size: int = 512) -> pd.DataFrame:
@@ -90,120 +92,70 @@ def fig4c(outdir: Path, epochs: int = 6, size: int = 512) -> pd.DataFrame:
     return df
 
 
-def run_fig12(
-    out: str = "results",
-    scale: str = "quick",
-    workers: int | None = None,
-    progress: bool = True,
-    cache: bool = True,
-) -> Path:
-    """Runs Fig 12 and its link-latency sweep; returns the output directory."""
-    outdir = Path(out) / "broi"
-    outdir.mkdir(parents=True, exist_ok=True)
-    sc = SCALES[scale]
+def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptions]) -> Path:
+    """Fig 12 of ``pmsim reproduce broi`` (the network half; ``broi.reproduce`` runs it) with its
+    link-latency and client-CPU sweeps and Fig 4(c); returns the output directory."""
+    rep = Reproduction.start(out, "broi", SCALES, scale, FIGURES, **run)
+    sc = rep.params
     jobs = _jobs(sc, "fig12", {"net_strategy": STRATEGIES})
-    jobs += _jobs(
-        sc,
-        "latency",
-        {"net_strategy": STRATEGIES, "net_link_latency_ns": [1000.0 * u for u in LATENCIES_US]},
-    )
+    latencies = {"net_link_latency_ns": [1000.0 * u for u in LATENCIES_US]}
+    jobs += _jobs(sc, "latency", {"net_strategy": STRATEGIES, **latencies})
     for f in CPU_SCALES:
         jobs += _jobs(sc, "cpu", {"net_strategy": STRATEGIES}, cpu_scale=f)
-    df = run_jobs(jobs, workers=workers, progress=progress, desc="BROI Fig 12 (remote)", cache=cache)
-    write_atomic(outdir / "runs_fig12.csv", df.to_csv(index=False))
+    df = rep.keep_runs(rep.run(jobs, "BROI Fig 12 (remote)"), "runs_fig12.csv")
 
-    fig = df[df.experiment == "fig12"].rename(
-        columns={"net_strategy": "strategy", "ops_per_sec": "ops_per_s"}
-    )
-    write_atomic(
-        outdir / "fig12_remote.csv", fig[["benchmark", "strategy", "ops_per_s"]].round(1).to_csv(index=False)
-    )
-    plots.grouped_bars(
-        fig.assign(mops=fig.ops_per_s / 1e6),
-        index="benchmark",
-        columns="strategy",
-        values="mops",
-        order=STRATEGIES,
-        title=f"Fig 12: remote application throughput ({CLIENTS} clients)",
-        ylabel="M operations / s",
-        path=outdir / "fig12_remote.png",
-        table=False,  # fig12_remote.csv has the issue's columns; fig12_remote.md the BSP/sync table
-    )
-    ops = fig.pivot_table(index="benchmark", columns="strategy", values="ops_per_s", sort=False)
-    by = fig.set_index(["benchmark", "strategy"])
-    summary = pd.DataFrame(
-        {
-            "bsp_over_sync": ops["bsp"] / ops["sync"],
-            "paper": pd.Series(PAPER),
-            "regions_per_op": by.xs("sync", level="strategy").eval("net_regions / operations"),
-            "sync_region_us": by.xs("sync", level="strategy")["net_region_latency_avg_ns"] / 1000,
-            "sync_round_trip_share": by.xs("sync", level="strategy")["net_round_trip_share"],
-            "bsp_region_us": by.xs("bsp", level="strategy")["net_region_latency_avg_ns"] / 1000,
-        }
-    )
-    summary.index.name = "benchmark"
-    write_atomic(outdir / "fig12_remote.md", _markdown(summary))
+    renamed = {"net_strategy": "strategy", "ops_per_sec": "ops_per_s"}
+    fig = df[df.experiment == "fig12"].rename(columns=renamed)
+    rep.write("fig12_remote.csv", fig[["benchmark", "strategy", "ops_per_s"]].round(1).to_csv(index=False))
+    # fig12_remote.csv has the issue's columns; fig12_remote.md the BSP/sync table.
+    bars = fig.assign(mops=fig.ops_per_s / 1e6)
+    rep.bars("fig12_remote", bars, "benchmark", "strategy", "mops", order=STRATEGIES, table=False)
+    summary = _summary(fig)
+    rep.write("fig12_remote.md", markdown(summary, "{:.2f}"))
 
-    lat = df[df.experiment == "latency"].copy()
-    lat["link_latency_us"] = lat["net_link_latency_ns"] / 1000
-    piv = lat.pivot_table(
-        index=["benchmark", "link_latency_us"], columns="net_strategy", values="ops_per_sec", sort=False
-    )
-    sweep = (piv["bsp"] / piv["sync"]).rename("bsp_over_sync").reset_index()
-    write_atomic(outdir / "fig12_latency_sweep.csv", sweep.round(3).to_csv(index=False))
-    plots.lines(
-        sweep,
-        x="link_latency_us",
-        y="bsp_over_sync",
-        hue="benchmark",
-        title="BSP over sync vs one-way link latency",
-        ylabel="throughput ratio",
-        path=outdir / "fig12_latency_sweep.png",
-    )
-    cpu = df[df.experiment == "cpu"]
-    cpiv = cpu.pivot_table(
-        index=["benchmark", "cpu_scale"], columns="net_strategy", values="ops_per_sec", sort=False
-    )
-    csweep = (cpiv["bsp"] / cpiv["sync"]).rename("bsp_over_sync").reset_index()
-    write_atomic(outdir / "fig12_cpu_sweep.csv", csweep.round(3).to_csv(index=False))
-    plots.lines(
-        csweep,
-        x="cpu_scale",
-        y="bsp_over_sync",
-        hue="benchmark",
-        title="BSP over sync vs client CPU per operation (x default)",
-        ylabel="throughput ratio",
-        path=outdir / "fig12_cpu_sweep.png",
-    )
-    f4 = fig4c(outdir).set_index("strategy")["latency_us"]
+    df["link_latency_us"] = df["net_link_latency_ns"] / 1000
+    sweeps = {name: _sweep(rep, name, df[df.experiment == e], x) for name, (e, x, _) in SWEEPS.items()}
+    f4 = fig4c(rep.outdir).set_index("strategy")["latency_us"]
     print(
         f"Fig 4(c) — a transaction of 6 epochs of 512 B: sync {f4['sync']:.2f} µs, bsp {f4['bsp']:.2f} µs "
         f"({f4['sync'] / f4['bsp']:.2f}x; the paper: 4.6x)"
     )
     print(f"Fig 12 — BSP over sync ({scale} scale, {CLIENTS} clients):")
     print(summary.round(3).to_string())
-    print("BSP over sync vs one-way link latency (µs):")
-    print(
-        sweep.pivot_table(
-            index="benchmark", columns="link_latency_us", values="bsp_over_sync", sort=False
-        ).round(2)
-    )
-    print("BSP over sync vs client CPU per operation (x default):")
-    print(
-        csweep.pivot_table(index="benchmark", columns="cpu_scale", values="bsp_over_sync", sort=False).round(
-            2
+    for name, (_, x, what) in SWEEPS.items():
+        print(f"BSP over sync vs {what}:")
+        print(
+            sweeps[name]
+            .pivot_table(index="benchmark", columns=x, values="bsp_over_sync", sort=False)
+            .round(2)
         )
+    print(f"results in {rep.outdir}/")
+    return rep.outdir
+
+
+def _summary(fig: pd.DataFrame) -> pd.DataFrame:
+    """Per benchmark: BSP over sync, the paper's, regions per operation, region latencies."""
+    ops = fig.pivot_table(index="benchmark", columns="strategy", values="ops_per_s", sort=False)
+    by = fig.set_index(["benchmark", "strategy"])
+    sync, bsp = by.xs("sync", level="strategy"), by.xs("bsp", level="strategy")
+    summary = pd.DataFrame(
+        {
+            "bsp_over_sync": ops["bsp"] / ops["sync"],
+            "paper": pd.Series(PAPER),
+            "regions_per_op": sync.eval("net_regions / operations"),
+            "sync_region_us": sync["net_region_latency_avg_ns"] / 1000,
+            "sync_round_trip_share": sync["net_round_trip_share"],
+            "bsp_region_us": bsp["net_region_latency_avg_ns"] / 1000,
+        }
     )
-    print(f"results in {outdir}/")
-    return outdir
+    summary.index.name = "benchmark"
+    return summary
 
 
-def reproduce(
-    out: str = "results",
-    scale: str = "quick",
-    workers: int | None = None,
-    progress: bool = True,
-    cache: bool = True,
-) -> Path:
-    """Fig 12 of ``pmsim reproduce broi`` (the network half; ``broi.reproduce`` runs it)."""
-    return run_fig12(out=out, scale=scale, workers=workers, progress=progress, cache=cache)
+def _sweep(rep: Reproduction, name: str, runs: pd.DataFrame, x: str) -> pd.DataFrame:
+    """BSP over sync per benchmark over the swept ``x``: NAME.csv and NAME.png."""
+    piv = runs.pivot_table(index=["benchmark", x], columns="net_strategy", values="ops_per_sec", sort=False)
+    sweep = (piv["bsp"] / piv["sync"]).rename("bsp_over_sync").reset_index()
+    rep.write(f"{name}.csv", sweep.round(3).to_csv(index=False))
+    rep.lines(name, sweep, x, "bsp_over_sync", "benchmark")
+    return sweep

@@ -1,0 +1,125 @@
+"""What every paper reproduction does around its own figures, done once.
+
+Why: ``pmsim reproduce PAPER`` (ASAP, Memory Persistency, BROI and its remote half, and the ones
+to come) each resolve a scale to run parameters, write into one folder per paper, label their
+runs by the figure they feed, run them through the cached parallel runner, keep every run as a
+table, and write ``NOTES.txt`` and ``PAPER.md`` beside the figures. :class:`Reproduction` does
+those the same way for all of them, so a reproduction module is its jobs, its figures and its
+comparison with the paper, nothing else. It guarantees: an unknown scale is one clear error
+before anything runs or is written; every file goes through :func:`pmsim.output.write_atomic`
+(never half-written); runs come back in job order whatever the parallelism, so tables are
+byte-identical from run to run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict, Unpack
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from pmsim import PmsimError, plots
+from pmsim.output import folder, write_atomic
+from pmsim.sweep import run_jobs, write_table
+
+
+class RunOptions(TypedDict, total=False):
+    """How a reproduction runs its simulations (the keyword arguments every ``reproduce`` takes)."""
+
+    workers: int | None  # parallel runs (None: one per core)
+    progress: bool  # show the progress bar (default True)
+    cache: bool  # reuse cached runs (default True; False reruns and refreshes them)
+
+
+@dataclass
+class Reproduction:
+    """One paper's reproduction in progress: its folder, its scale and how its runs are run."""
+
+    outdir: Path
+    scale: str
+    params: dict[str, Any]  # the scale's run parameters (operations per thread, ...)
+    figures: dict[str, tuple[str, str]]  # file stem -> (title, y label)
+    workers: int | None = None
+    progress: bool = True
+    cache: bool = True
+
+    @classmethod
+    def start(
+        cls,
+        out: str | Path,
+        name: str,
+        scales: dict[str, dict[str, Any]],
+        scale: str,
+        figures: dict[str, tuple[str, str]],
+        **run: Unpack[RunOptions],
+    ) -> Reproduction:
+        """Checks ``scale`` against ``scales`` and creates ``OUT/NAME/``. ``figures`` names
+        every figure the reproduction draws: file stem -> (title, y label); a title may name
+        the scale's parameters as ``{name}`` (``"({threads} threads)"``)."""
+        if scale not in scales:
+            raise PmsimError(f"reproduce {name}: unknown scale '{scale}' (valid: {', '.join(scales)})")
+        return cls(folder(out, name), scale, scales[scale], figures, **run)
+
+    def run(self, jobs: list[dict], desc: str) -> pd.DataFrame:
+        """Runs ``jobs`` (cached, in parallel, with the progress bar); one row per job, in order."""
+        return run_jobs(jobs, workers=self.workers, progress=self.progress, desc=desc, cache=self.cache)
+
+    def keep_runs(self, df: pd.DataFrame, name: str = "runs.csv", parquet: bool = False) -> pd.DataFrame:
+        """Writes every run (one row each, every statistic) as ``name`` and, if asked, as Parquet."""
+        self.write(name, df.to_csv(index=False))
+        if parquet:
+            write_table(df, str((self.outdir / name).with_suffix(".parquet")))
+        return df
+
+    def bar(self, total: int, desc: str) -> tqdm:
+        """The progress bar of work that is not a list of runs (analyses in this process)."""
+        return tqdm(total=total, desc=desc, disable=not self.progress, unit="run")
+
+    def path(self, name: str) -> Path:
+        """Where result file ``name`` of this reproduction goes."""
+        return self.outdir / name
+
+    def bars(self, name: str, df: pd.DataFrame, index: str, columns: str, values: str, **options) -> Path:
+        """Figure ``name`` as grouped bars (:func:`pmsim.plots.grouped_bars`; ``options``: order,
+        hline, log, table)."""
+        return plots.grouped_bars(
+            df, index=index, columns=columns, values=values, **self._labels(name), **options
+        )
+
+    def stacked(self, name: str, df: pd.DataFrame, index: str, columns: str, values: str, **options) -> Path:
+        """Figure ``name`` as a stacked breakdown (:func:`pmsim.plots.stacked_bars`)."""
+        return plots.stacked_bars(
+            df, index=index, columns=columns, values=values, **self._labels(name), **options
+        )
+
+    def lines(self, name: str, df: pd.DataFrame, x: str, y: str, hue: str, **options) -> Path:
+        """Figure ``name`` as lines over a parameter (:func:`pmsim.plots.lines`; ``options``:
+        logx, logy, xlabel)."""
+        return plots.lines(df, x=x, y=y, hue=hue, **self._labels(name), **options)
+
+    def _labels(self, name: str) -> dict[str, Any]:
+        title, ylabel = self.figures[name]
+        return {"title": title.format(**self.params), "ylabel": ylabel, "path": self.path(f"{name}.png")}
+
+    def write(self, name: str, text: str) -> Path:
+        """Writes one result file of this reproduction (a table, ``PAPER.md``, ``NOTES.txt``)."""
+        write_atomic(self.outdir / name, text)
+        return self.outdir / name
+
+    def write_lines(self, name: str, lines: list[str]) -> Path:
+        """Writes ``lines`` as a text file, one a line, ending in a newline."""
+        return self.write(name, "\n".join(lines) + "\n")
+
+
+def label(jobs: list[dict], **labels: Any) -> list[dict]:
+    """Adds columns to the rows ``jobs`` will give (which experiment, variant, ...), in order."""
+    for j in jobs:
+        j["label"] = {**j["label"], **labels}
+    return jobs
+
+
+def geomean(s: pd.Series) -> float:
+    """The geometric mean of positive values (speedups, ratios)."""
+    return float(s.prod() ** (1.0 / len(s)))
