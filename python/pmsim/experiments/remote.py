@@ -14,13 +14,20 @@ order, the client waits only at commit). Outputs, under ``OUT/broi/``:
 - ``fig12_cpu_sweep.csv`` / ``.png``: BSP over sync as the clients' CPU work per operation is
   scaled (×¼ to ×16 of each benchmark's default ``compute``) — what decides how much of the
   saved round-trip time shows in throughput;
+- ``fig12_epoch_sweep.csv``: BSP over sync as the logging library's work per persist epoch is
+  scaled (×0, ×1, ×4 of each library's default ``epoch_compute``) — whether it changes which
+  benchmark gains most;
 - ``fig4c_transaction.csv``: the seed's Fig 4(c) example, one transaction of 6 epochs of 512 B
   persisted remotely, its latency under each strategy (the paper: BSP cuts it 4.6×);
 - ``runs.csv``: every run's flattened statistics.
 
+The server is the paper's: the ``broi`` design on the seed's Table III machine (banked NVM,
+persistence at the media), so every region's lines enter the remote BROI entries (one per RDMA
+channel) that keep regions in order.
+
 Every number comes from a simulation run here with the documented defaults; nothing is tuned per
-benchmark (the clients' CPU work per operation is a workload parameter fixed by one rule, see
-``docs/workloads.md``).
+benchmark (the clients' CPU work per operation and their logging library's work per persist
+epoch are workload parameters fixed by one rule each, see ``docs/workloads.md``).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import pandas as pd
 
 from pmsim import api, plots
 from pmsim.cli import write_atomic
+from pmsim.experiments.broi import TABLE3
 from pmsim.sweep import jobs_for, run_jobs
 
 BENCHMARKS = {
@@ -49,18 +57,29 @@ LATENCIES_US = [1, 2, 5, 10, 20]
 CPU_SCALES = [0.25, 1, 4, 16]
 # The benchmarks' default client CPU work (workload parameter `compute`, docs/workloads.md).
 DEFAULT_COMPUTE = {"tpcc": 4000, "ycsb": 4000, "ctree": 4000, "hashmap": 4000, "memcached": 40000}
+# Their logging library's work per persist epoch (`epoch_compute`): N-Store opt-WAL, PMDK (NVML 1.x).
+DEFAULT_EPOCH = {"tpcc": 1000, "ycsb": 1000, "ctree": 2000, "hashmap": 2000, "memcached": 2000}
+EPOCH_SCALES = [0, 1, 4]
 PAPER = {"tpcc": 2.5, "ycsb": 2.5, "ctree": 2.0, "hashmap": 2.0, "memcached": 1.15}
+# The NVM server: BROI on the seed's Table III machine.
+SERVER = "broi"
 
 
-def _jobs(sc: dict, experiment: str, grid: dict, cpu_scale: float | None = None) -> list[dict]:
+def _jobs(
+    sc: dict, experiment: str, grid: dict, cpu_scale: float | None = None, epoch_scale: float | None = None
+) -> list[dict]:
     jobs = []
     for bench, wl in BENCHMARKS.items():
         ops = sc["memcached_ops"] if bench == "memcached" else sc["ops"]
         extra = {} if cpu_scale is None else {"compute": int(DEFAULT_COMPUTE[bench] * cpu_scale)}
-        for j in jobs_for(["baseline"], [wl], grid, threads=CLIENTS, ops=ops, **extra):
+        if epoch_scale is not None:
+            extra["epoch_compute"] = int(DEFAULT_EPOCH[bench] * epoch_scale)
+        for j in jobs_for([SERVER], [wl], grid, threads=CLIENTS, ops=ops, **TABLE3, **extra):
             j["label"] = {**j["label"], "experiment": experiment, "benchmark": bench}
             if cpu_scale is not None:
                 j["label"]["cpu_scale"] = cpu_scale
+            if epoch_scale is not None:
+                j["label"]["epoch_scale"] = epoch_scale
             jobs.append(j)
     return jobs
 
@@ -83,7 +102,7 @@ def fig4c(outdir: Path, epochs: int = 6, size: int = 512) -> pd.DataFrame:
     write_atomic(path, "\n".join(lines) + "\n")
     rows = []
     for strategy in STRATEGIES:
-        st = api.run("baseline", trace=str(path), net_strategy=strategy)
+        st = api.run(SERVER, trace=str(path), net_strategy=strategy, **TABLE3)
         rows.append({"strategy": strategy, "latency_us": st["op_latency_avg_ns"] / 1000})
     df = pd.DataFrame(rows)
     write_atomic(outdir / "fig4c_transaction.csv", df.round(4).to_csv(index=False))
@@ -109,6 +128,8 @@ def run_fig12(
     )
     for f in CPU_SCALES:
         jobs += _jobs(sc, "cpu", {"net_strategy": STRATEGIES}, cpu_scale=f)
+    for f in EPOCH_SCALES:
+        jobs += _jobs(sc, "epoch", {"net_strategy": STRATEGIES}, epoch_scale=f)
     df = run_jobs(jobs, workers=workers, progress=progress, desc="BROI Fig 12 (remote)", cache=cache)
     write_atomic(outdir / "runs_fig12.csv", df.to_csv(index=False))
 
@@ -175,6 +196,12 @@ def run_fig12(
         ylabel="throughput ratio",
         path=outdir / "fig12_cpu_sweep.png",
     )
+    ep = df[df.experiment == "epoch"]
+    epiv = ep.pivot_table(
+        index=["benchmark", "epoch_scale"], columns="net_strategy", values="ops_per_sec", sort=False
+    )
+    esweep = (epiv["bsp"] / epiv["sync"]).rename("bsp_over_sync").reset_index()
+    write_atomic(outdir / "fig12_epoch_sweep.csv", esweep.round(3).to_csv(index=False))
     f4 = fig4c(outdir).set_index("strategy")["latency_us"]
     print(
         f"Fig 4(c) — a transaction of 6 epochs of 512 B: sync {f4['sync']:.2f} µs, bsp {f4['bsp']:.2f} µs "
@@ -194,6 +221,11 @@ def run_fig12(
             2
         )
     )
+    print("BSP over sync vs the library's work per persist epoch (x default):")
+    epoch_table = esweep.pivot_table(
+        index="benchmark", columns="epoch_scale", values="bsp_over_sync", sort=False
+    )
+    print(epoch_table.round(2))
     print(f"results in {outdir}/")
     return outdir
 
