@@ -27,8 +27,10 @@
 //! regions can become durable out of order; the checker must catch it.
 
 mod link;
+mod nic;
 
 pub use link::Link;
+pub use nic::NicPipe;
 
 use crate::config::{ns, Config};
 use crate::design::{Design, RemoteSubmit};
@@ -153,6 +155,9 @@ enum Wait {
 struct Client {
     core: usize,
     tx: Link,
+    /// The client NIC's send pipeline (work requests) and receive pipeline (persist ACKs).
+    nic_tx: NicPipe,
+    nic_rx: NicPipe,
     outstanding: u32,
     wait: Wait,
 }
@@ -198,6 +203,11 @@ pub struct Net {
     /// The server port toward the server (shared by every client) and back.
     server_rx: Link,
     server_tx: Link,
+    /// The server NIC's receive (packets into the LLC) and send (persist ACKs) pipelines.
+    server_nic_rx: NicPipe,
+    server_nic_tx: NicPipe,
+    /// Initiation interval of every NIC pipeline (1 / message rate).
+    msg_ps: u64,
     gbps: f64,
     latency_ps: u64,
     nic_ps: u64,
@@ -225,6 +235,9 @@ impl Net {
             channels: (0..c.channels).map(|_| Channel::default()).collect(),
             server_rx: Link::new(c.link_gbps),
             server_tx: Link::new(c.link_gbps),
+            server_nic_rx: NicPipe::default(),
+            server_nic_tx: NicPipe::default(),
+            msg_ps: ns(c.nic_msg_ns),
             gbps: c.link_gbps,
             latency_ps: ns(c.link_latency_ns),
             nic_ps: ns(c.nic_ns),
@@ -254,7 +267,14 @@ impl Net {
             return i as usize;
         }
         let i = self.clients.len();
-        self.clients.push(Client { core, tx: Link::new(self.gbps), outstanding: 0, wait: Wait::None });
+        self.clients.push(Client {
+            core,
+            tx: Link::new(self.gbps),
+            nic_tx: NicPipe::default(),
+            nic_rx: NicPipe::default(),
+            outstanding: 0,
+            wait: Wait::None,
+        });
         self.client_of_core[core] = Some(i as u16);
         i
     }
@@ -316,8 +336,9 @@ impl Net {
         });
         self.pending += 1;
         self.clients[cl].outstanding += 1;
-        // The client NIC fetches the work request and DMAs the payload, then streams packets.
-        let ready = posted + self.nic_ps;
+        // The client NIC fetches the work request and DMAs the payload (one message of its send
+        // pipeline), then streams packets.
+        let ready = self.clients[cl].nic_tx.start(posted, self.msg_ps) + self.nic_ps;
         let packets = ev.data.div_ceil(self.mtu);
         for k in 0..packets {
             let payload = self.mtu.min(ev.data - k * self.mtu);
@@ -327,8 +348,9 @@ impl Net {
             // arrival order across clients): a simplification that keeps each client's packets
             // in order, as RDMA's reliable connections deliver them.
             let delivered = self.server_rx.forward(left_client + self.latency_ps, wire);
-            // The server NIC writes the payload into the LLC (DDIO).
-            let in_llc = delivered + self.nic_ps + self.llc_ps;
+            // The server NIC writes the payload into the LLC (DDIO): one message of its receive
+            // pipeline, shared by every client (taken in posting order, like the port).
+            let in_llc = self.server_nic_rx.start(delivered, self.msg_ps) + self.nic_ps + self.llc_ps;
             m.schedule_design(in_llc, DesignEv { tag: TAG_PACKET, core: cl as u16, arg: (rid as u64) << 16 | k });
         }
     }
@@ -393,8 +415,10 @@ impl Net {
                     let (client, addr) = (r.client, r.addr);
                     m.note("rdma_persist", client as usize, addr);
                     // The MC's signal reached the NIC (the reply's hop); the NIC sends the ACK.
-                    let left = self.server_tx.send(m.now + self.nic_ps, self.overhead);
-                    let at = left + self.latency_ps + self.nic_ps;
+                    let acking = self.server_nic_tx.start(m.now, self.msg_ps);
+                    let left = self.server_tx.send(acking + self.nic_ps, self.overhead);
+                    let cl = &mut self.clients[client as usize];
+                    let at = cl.nic_rx.start(left + self.latency_ps, self.msg_ps) + self.nic_ps;
                     m.schedule_design(at, DesignEv { tag: TAG_PERSIST_ACK, core: client, arg: rid as u64 });
                     let regions = &self.regions;
                     self.channels[ch].queue.retain(|&q| !regions[q as usize].done);
