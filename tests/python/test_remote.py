@@ -177,7 +177,7 @@ def test_reproduce_broi_fig12(cli, tmp_path: Path):
     assert md.startswith("| benchmark | bsp_over_sync |")
     runs = pd.read_csv(d / "runs_fig12.csv")
     sync = runs[(runs.experiment == "fig12") & (runs.net_strategy == "sync")]
-    assert (sync.net_round_trip_share > 0.9).all()
+    assert (sync.net_round_trip_share > 0.85).all()
     sweep = pd.read_csv(d / "fig12_latency_sweep.csv")
     for bench, g in sweep.groupby("benchmark"):
         g = g.sort_values("link_latency_us")

@@ -17,6 +17,9 @@ order, the client waits only at commit). Outputs, under ``OUT/broi/``:
 - ``fig12_epoch_sweep.csv``: BSP over sync as the logging library's work per persist epoch is
   scaled (×0, ×1, ×4 of each library's default ``epoch_compute``) — whether it changes which
   benchmark gains most;
+- ``fig12_channel_sweep.csv``: BSP over sync with 1, 2 (the seed's) and 4 RDMA channels (remote
+  BROI entries): each channel persists its regions one after another, so clients sharing one
+  bound BSP when their regions are many and small;
 - ``fig4c_transaction.csv``: the seed's Fig 4(c) example, one transaction of 6 epochs of 512 B
   persisted remotely, its latency under each strategy (the paper: BSP cuts it 4.6×);
 - ``runs.csv``: every run's flattened statistics.
@@ -60,6 +63,7 @@ DEFAULT_COMPUTE = {"tpcc": 4000, "ycsb": 4000, "ctree": 4000, "hashmap": 4000, "
 # Their logging library's work per persist epoch (`epoch_compute`): N-Store opt-WAL, PMDK (NVML 1.x).
 DEFAULT_EPOCH = {"tpcc": 1000, "ycsb": 1000, "ctree": 2000, "hashmap": 2000, "memcached": 2000}
 EPOCH_SCALES = [0, 1, 4]
+CHANNELS = [1, 2, 4]
 PAPER = {"tpcc": 2.5, "ycsb": 2.5, "ctree": 2.0, "hashmap": 2.0, "memcached": 1.15}
 # The NVM server: BROI on the seed's Table III machine.
 SERVER = "broi"
@@ -130,6 +134,9 @@ def run_fig12(
         jobs += _jobs(sc, "cpu", {"net_strategy": STRATEGIES}, cpu_scale=f)
     for f in EPOCH_SCALES:
         jobs += _jobs(sc, "epoch", {"net_strategy": STRATEGIES}, epoch_scale=f)
+    for n in CHANNELS:
+        grid = {"net_strategy": STRATEGIES, "net_channels": [n], "broi_remote_entries": [n]}
+        jobs += _jobs(sc, "channels", grid)
     df = run_jobs(jobs, workers=workers, progress=progress, desc="BROI Fig 12 (remote)", cache=cache)
     write_atomic(outdir / "runs_fig12.csv", df.to_csv(index=False))
 
@@ -202,6 +209,12 @@ def run_fig12(
     )
     esweep = (epiv["bsp"] / epiv["sync"]).rename("bsp_over_sync").reset_index()
     write_atomic(outdir / "fig12_epoch_sweep.csv", esweep.round(3).to_csv(index=False))
+    ch = df[df.experiment == "channels"]
+    chpiv = ch.pivot_table(
+        index=["benchmark", "net_channels"], columns="net_strategy", values="ops_per_sec", sort=False
+    )
+    chsweep = (chpiv["bsp"] / chpiv["sync"]).rename("bsp_over_sync").reset_index()
+    write_atomic(outdir / "fig12_channel_sweep.csv", chsweep.round(3).to_csv(index=False))
     f4 = fig4c(outdir).set_index("strategy")["latency_us"]
     print(
         f"Fig 4(c) — a transaction of 6 epochs of 512 B: sync {f4['sync']:.2f} µs, bsp {f4['bsp']:.2f} µs "
@@ -226,6 +239,11 @@ def run_fig12(
         index="benchmark", columns="epoch_scale", values="bsp_over_sync", sort=False
     )
     print(epoch_table.round(2))
+    print("BSP over sync vs RDMA channels (remote BROI entries):")
+    ch_table = chsweep.pivot_table(
+        index="benchmark", columns="net_channels", values="bsp_over_sync", sort=False
+    )
+    print(ch_table.round(2))
     print(f"results in {outdir}/")
     return outdir
 
