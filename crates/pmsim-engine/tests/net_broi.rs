@@ -168,3 +168,28 @@ fn designs_without_a_remote_queue_write_remote_lines_to_the_mc_directly() {
         assert_eq!(RunStats::collect(&s).net.persist_acks, 10, "{design}");
     }
 }
+
+#[test]
+fn a_remote_entry_shared_with_a_remote_style_core_serves_both() {
+    // One RDMA channel and one remote-style core (`broi.remote_threads`) feed the same remote
+    // entry of two units: the remote persist buffer is refused while the core's requests hold
+    // the entry, and is told when a unit frees whoever freed it.
+    let (regions_src, regions) = one_client_trace();
+    let mut src = regions_src.replace("threads 1", "threads 2");
+    for i in 0..40u64 {
+        src.push_str(&format!("T1 store {:#x} 8 {:x}\nT1 ofence\n", BASE + 0x200_0000 + i * 64, i + 1));
+    }
+    let c = banked(&[
+        ("net.strategy", "bsp"),
+        ("net.channels", "1"),
+        ("core.count", "2"),
+        ("broi.remote_threads", "1"),
+        ("broi.entry_slots", "2"),
+    ]);
+    let s = run(&src, &c, "broi");
+    let acked: Vec<u64> = notes(&s, "rdma_persist").iter().map(|n| n.2).collect();
+    assert_eq!(acked, regions.iter().map(|r| r[0]).collect::<Vec<_>>());
+    let st = RunStats::collect(&s);
+    assert_eq!(st.design_stats["remote_submitted"], 40.0);
+    assert_eq!(st.design_stats["persist_requests"], 80.0);
+}

@@ -422,6 +422,9 @@ impl Delegated {
             for c in self.remote_from..self.cores.len() {
                 self.kick(m, c);
             }
+            if let Some(room) = self.room_wait[r.entry as usize - self.local_entries].take() {
+                m.schedule_design(m.now, room);
+            }
         }
         if r.core == NO_CORE {
             let ch = r.entry as usize - self.local_entries;
@@ -429,9 +432,6 @@ impl Delegated {
             if let Some(done) = self.remote_done.get_mut(r.pb_entry as usize).and_then(Option::take) {
                 self.free_done.push(r.pb_entry as usize);
                 m.schedule_design(m.now, done);
-            }
-            if let Some(room) = self.room_wait[ch].take() {
-                m.schedule_design(m.now, room);
             }
             return;
         }
