@@ -102,6 +102,23 @@ def test_server_crashes_keep_regions_in_order_and_the_broken_strategy_fails(cli,
     assert "remote regions: T0:" in p.stdout and "durable in order" in p.stdout
 
 
+def test_the_broi_server_takes_remote_regions_into_its_remote_entries(cli, remote_trace: Path):
+    broi = ("--trace", remote_trace, "--design", "broi", "--set", "pm.model=banked")
+    lines = (9000 // 64 + 1) + 1 + (200 // 64 + 1) + (100 // 64 + 1) + (300 // 64 + 1)
+    for s in ("sync", "bsp"):
+        st = json.loads(cli("run", *broi, "--set", f"net.strategy={s}", "--json", check=True).stdout)
+        assert st["net"]["persist_acks"] == 5
+        assert st["design_stats"]["remote_submitted"] == st["net"]["rpb_lines_issued"] == lines
+        assert st["design_stats"]["broi_remote_picks"] == lines
+        p = cli("crash", *broi, "--every", "--set", f"net.strategy={s}")
+        assert p.returncode == 0, p.stdout + p.stderr
+    broken = ("--allow-broken-designs", "--set", "net.strategy=broken-bsp-unordered")
+    broken += ("--set", "net.rpb_entries=1")
+    p = cli("crash", *broi, "--every", *broken)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "durable in order" in p.stdout
+
+
 def one_error_line(p) -> str:
     assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
     assert "Traceback" not in p.stderr
@@ -160,7 +177,7 @@ def test_reproduce_broi_fig12(cli, tmp_path: Path):
     assert md.startswith("| benchmark | bsp_over_sync |")
     runs = pd.read_csv(d / "runs_fig12.csv")
     sync = runs[(runs.experiment == "fig12") & (runs.net_strategy == "sync")]
-    assert (sync.net_round_trip_share > 0.9).all()
+    assert (sync.net_round_trip_share > 0.85).all()
     sweep = pd.read_csv(d / "fig12_latency_sweep.csv")
     for bench, g in sweep.groupby("benchmark"):
         g = g.sort_values("link_latency_us")

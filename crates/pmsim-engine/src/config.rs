@@ -163,6 +163,7 @@ config! {
         packet_overhead_bytes: u64 = 78, "bytes", @int(0, 4096), "headers per packet on the wire (RoCEv2: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4 + FCS 4); a persist ACK is one header-only packet";
         nic_ns: f64 = 300.0, "ns", @LATENCY_NS, "NIC processing per message at each end (send: WQE fetch + payload DMA; receive: PCIe write into the LLC / ACK generation)";
         post_ns: f64 = 100.0, "ns", @LATENCY_NS, "client CPU time to post one rdma_pwrite (work request + doorbell)";
+        nic_msg_ns: f64 = 30.0, "ns", @LATENCY_NS, "NIC message rate as the interval between messages each NIC pipeline (send, receive) starts: a posted work request, a received packet, a persist ACK; the server's are shared by every client (30 ns = 33 M messages/s, ConnectX-3-class small-message rates)";
         send_queue: usize = 64, "regions", @int(1, 1 << 16), "client NIC send queue: rdma_pwrites in flight per client before posting blocks (bsp)";
         channels: usize = 2, "entries", @int(1, 64), "server remote BROI queue entries, one per RDMA channel; client i uses channel i mod channels";
         rpb_entries: usize = 8, "lines", @int(1, 1 << 16), "server remote persist buffer: lines per channel in flight from the LLC (DDIO) to the MCs";

@@ -147,7 +147,7 @@ impl Simulator {
             Ev::Core(c) => self.run_core(c as usize)?,
             Ev::Drain(c) => self.drain(c as usize),
             Ev::McDone(mc) => self.m.mc_complete(mc as usize),
-            Ev::Design(e) if crate::net::is_net(&e) => self.net.on_event(&mut self.m, e),
+            Ev::Design(e) if crate::net::is_net(&e) => self.net.on_event(&mut self.m, &mut *self.design, e),
             Ev::Design(e) => self.design.on_event(&mut self.m, e),
         }
         if t.saturating_sub(self.last_progress) > self.watchdog_ps {

@@ -174,3 +174,36 @@ fn remote_lines_share_the_wpqs_with_the_servers_local_threads() {
         (RunStats::collect(&idle).net.server_persist_avg_ns, RunStats::collect(&shared).net.server_persist_avg_ns);
     assert!(b > a, "idle {a} ns, shared {b} ns");
 }
+
+#[test]
+fn the_servers_nic_message_rate_is_shared_by_every_client() {
+    // Four clients stream 50 small regions each (bsp): 200 packets into the server NIC and 200
+    // persist ACKs out of it. At one message per µs per pipeline the server's receive pipeline
+    // alone needs 200 µs; each client's own pipelines see only 50 messages.
+    let mut src = String::from("# pmsim trace v1\nthreads 4\n");
+    for i in 0..50u64 {
+        for t in 0..4u64 {
+            src.push_str(&format!("T{t} rdma_pwrite 0 {:#x} 8\n", 0x1_0000_0000u64 + t * 0x100000 + i * 64));
+        }
+    }
+    for t in 0..4 {
+        src.push_str(&format!("T{t} rdma_wait\n"));
+    }
+    let time = |msg_ns: &str| {
+        let s = run(&src, &cfg(&[("net.strategy", "bsp"), ("net.nic_msg_ns", msg_ns)]), false);
+        RunStats::collect(&s).sim_time_ps
+    };
+    let (slow, fast) = (time("1000"), time("30"));
+    assert!(slow >= 200 * 1_000_000, "slow {slow}");
+    assert!(fast < slow / 4, "fast {fast} slow {slow}");
+    // One client alone at the slow rate is limited by its own 50 messages, not 200.
+    let one: String = src
+        .lines()
+        .filter(|l| !l.starts_with("T1") && !l.starts_with("T2") && !l.starts_with("T3"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let one = one.replace("threads 4", "threads 1");
+    let s = run(&one, &cfg(&[("net.strategy", "bsp"), ("net.nic_msg_ns", "1000")]), false);
+    let t1 = RunStats::collect(&s).sim_time_ps;
+    assert!(t1 >= 50 * 1_000_000 && t1 < slow / 2, "one client {t1}, four {slow}");
+}

@@ -19,7 +19,9 @@
 //! write completes; with the default model, when the WPQ (ADR) accepts it.
 //!
 //! MC side: requests arrive `pb.flush_ns` after release into their thread's entry (remote
-//! threads, `broi.remote_threads`, and [`Delegated::submit_remote`] into the remote entries); a
+//! threads, `broi.remote_threads`, into the remote entries, and so do the RDMA path's lines,
+//! handed over by the network's remote persist buffer through [`super::Design::submit_remote`]:
+//! a region's first line opens a new barrier region of the channel's entry); a
 //! scheduling step (`broi.step_ns`) runs after every arrival and acknowledgement and asks the
 //! scheduler what to send to the MC write queues.
 //!
@@ -139,6 +141,11 @@ pub struct Delegated {
     /// Per remote entry: the region being submitted and how many persisted in order.
     remote_region: Vec<u64>,
     remote_persisted: Vec<u64>,
+    /// What to tell the submitter when a remote request persists (`Req::pb_entry` indexes it).
+    remote_done: Vec<Option<DesignEv>>,
+    free_done: Vec<usize>,
+    /// Per remote entry: the submitter refused for lack of room, to tell when a unit frees.
+    room_wait: Vec<Option<DesignEv>>,
     c: Counters,
 }
 
@@ -180,6 +187,9 @@ impl Delegated {
             next_step: u64::MAX,
             remote_region: vec![0; cfg.broi.remote_entries],
             remote_persisted: vec![0; cfg.broi.remote_entries],
+            remote_done: Vec::new(),
+            free_done: Vec::new(),
+            room_wait: vec![None; cfg.broi.remote_entries],
             c: Counters::default(),
         }
     }
@@ -412,10 +422,17 @@ impl Delegated {
             for c in self.remote_from..self.cores.len() {
                 self.kick(m, c);
             }
+            if let Some(room) = self.room_wait[r.entry as usize - self.local_entries].take() {
+                m.schedule_design(m.now, room);
+            }
         }
         if r.core == NO_CORE {
             let ch = r.entry as usize - self.local_entries;
             self.remote_persisted[ch] += 1;
+            if let Some(done) = self.remote_done.get_mut(r.pb_entry as usize).and_then(Option::take) {
+                self.free_done.push(r.pb_entry as usize);
+                m.schedule_design(m.now, done);
+            }
             return;
         }
         let c = r.core as usize;
@@ -441,6 +458,20 @@ impl Delegated {
     /// region (an `rdma_pwrite` call). Returns false, taking nothing, if the entry has no room
     /// (the caller retries after an acknowledgement). Progress: [`Delegated::remote_persisted`].
     pub fn submit_remote(&mut self, m: &mut Machine, channel: usize, data: LineData, new_region: bool) -> bool {
+        self.submit_remote_line(m, channel, data, new_region, None, None)
+    }
+
+    /// [`Delegated::submit_remote`] telling the submitter: `done` when the line persisted, `room`
+    /// (if refused) when the entry frees a unit.
+    fn submit_remote_line(
+        &mut self,
+        m: &mut Machine,
+        channel: usize,
+        data: LineData,
+        new_region: bool,
+        done: Option<DesignEv>,
+        room: Option<DesignEv>,
+    ) -> bool {
         let ch = channel % self.remote_entries;
         let entry = self.local_entries + ch;
         if new_region {
@@ -451,8 +482,24 @@ impl Delegated {
             if new_region {
                 self.remote_region[ch] -= 1;
             }
+            if room.is_some() {
+                self.room_wait[ch] = room;
+            }
             return false;
         }
+        let done_slot = match done {
+            None => u64::MAX,
+            Some(ev) => match self.free_done.pop() {
+                Some(s) => {
+                    self.remote_done[s] = Some(ev);
+                    s as u64
+                }
+                None => {
+                    self.remote_done.push(Some(ev));
+                    (self.remote_done.len() - 1) as u64
+                }
+            },
+        };
         let mc = m.mc_of(data.line);
         let (bank, row) = m.mcs[mc].banks.as_ref().map_or((0, 0), |b| b.locate(data.line));
         let mut r = Req {
@@ -460,7 +507,7 @@ impl Delegated {
             entry: entry as u16,
             core: NO_CORE,
             epoch,
-            pb_entry: u64::MAX,
+            pb_entry: done_slot,
             data,
             mc: mc as u16,
             bank: (mc * self.view.banks_per_mc + bank) as u16,
@@ -469,6 +516,7 @@ impl Delegated {
             tag: 0,
         };
         self.c.remote_submitted += 1;
+        m.note("remote_submit", ch, data.line);
         self.q.stamp(&mut r);
         self.sched.on_arrive(&self.q, &mut r);
         self.q.push(r);
@@ -576,6 +624,26 @@ impl super::Design for Delegated {
             ACK => self.ack(m, ev.arg as usize),
             DEP_DONE => self.dep_done(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
             _ => {}
+        }
+    }
+
+    fn has_remote_queue(&self) -> bool {
+        true
+    }
+
+    fn submit_remote(
+        &mut self,
+        m: &mut Machine,
+        channel: usize,
+        data: LineData,
+        new_region: bool,
+        done: DesignEv,
+        room: DesignEv,
+    ) -> super::RemoteSubmit {
+        if self.submit_remote_line(m, channel, data, new_region, Some(done), Some(room)) {
+            super::RemoteSubmit::Taken
+        } else {
+            super::RemoteSubmit::Full
         }
     }
 

@@ -153,6 +153,40 @@ pub trait Design: Send {
     fn describe_core(&self, _core: usize) -> String {
         String::new()
     }
+
+    /// Whether the design has MC-side remote queue entries (BROI's remote BROI queue) that the
+    /// network's remote persist buffer submits to ([`Design::submit_remote`]); if not, remote
+    /// lines go straight to their MC's write queue (`net/mod.rs`).
+    fn has_remote_queue(&self) -> bool {
+        false
+    }
+
+    /// A remote persistent write (one line of an `rdma_pwrite` region) entering remote entry
+    /// `channel`; `new_region` opens a new barrier region. The design schedules `done` once the
+    /// line is persisted. On [`RemoteSubmit::Full`] nothing is taken and `room` is scheduled
+    /// once the entry frees a unit.
+    fn submit_remote(
+        &mut self,
+        _m: &mut Machine,
+        _channel: usize,
+        _data: LineData,
+        _new_region: bool,
+        _done: DesignEv,
+        _room: DesignEv,
+    ) -> RemoteSubmit {
+        RemoteSubmit::Direct
+    }
+}
+
+/// What became of a remote persistent write offered to [`Design::submit_remote`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoteSubmit {
+    /// Queued; `done` follows.
+    Taken,
+    /// The remote entry has no room; `room` follows.
+    Full,
+    /// The design has no remote queue: the caller writes to the MC itself.
+    Direct,
 }
 
 /// A design's name, what it is, and how to build it.

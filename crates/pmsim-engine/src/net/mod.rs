@@ -27,10 +27,13 @@
 //! regions can become durable out of order; the checker must catch it.
 
 mod link;
+mod nic;
 
 pub use link::Link;
+pub use nic::NicPipe;
 
 use crate::config::{ns, Config};
+use crate::design::{Design, RemoteSubmit};
 use crate::machine::{DesignEv, Machine, StallCause};
 use crate::mem::nvm::{word_index, LineData};
 use pmsim_trace::{Event, Kind, WordVal, LINE_BYTES};
@@ -47,11 +50,13 @@ const TAG_TO_MC: u16 = TAG_BASE + 1;
 const TAG_WPQ_ACK: u16 = TAG_BASE + 2;
 /// A persist ACK reached the client. core = client, arg = region.
 const TAG_PERSIST_ACK: u16 = TAG_BASE + 3;
+/// The design's remote entry for a channel freed a unit after refusing a line. core = channel.
+const TAG_ROOM: u16 = TAG_BASE + 4;
 
-/// The one place remote lines enter the server's memory system: the line's MC, whose WPQ it
-/// shares with the local threads' writes; `accepted` comes back (one on-chip hop) once the WPQ
-/// holds it. An MC-side persist scheduler with a remote-request entry point (BROI's
-/// local-before-remote rule, docs/design.md §9) plugs in here.
+/// Where remote lines enter the server's memory system when the design has no remote queue: the
+/// line's MC, whose WPQ it shares with the local threads' writes; `accepted` comes back (one
+/// on-chip hop) once the WPQ holds it. Designs with a remote BROI queue (`delegated`, `broi`)
+/// take the lines through [`Design::submit_remote`] instead ([`Net::offer_lines`]).
 fn to_memory(m: &mut Machine, line: LineData, accepted: DesignEv) {
     let mc = m.mc_of(line.line);
     m.mc_write(mc, line, Some(accepted));
@@ -114,6 +119,20 @@ impl Region {
         self.addr & !(LINE_BYTES - 1)
     }
 
+    /// Line `idx` of the region with the words it writes.
+    fn line_data(&self, idx: u64) -> LineData {
+        let line = self.first_line() + idx * LINE_BYTES;
+        let mut d = LineData::new(line);
+        let lo = self.addr.max(line);
+        let hi = (self.addr + self.len).min(line + LINE_BYTES);
+        let mut w = lo & !7;
+        while w < hi {
+            d.set(word_index(w), WordVal { id: self.gid, data: 0 });
+            w += 8;
+        }
+        d
+    }
+
     /// Lines whose bytes of the region have all arrived (packets arrive in order).
     fn ready_lines(&self) -> u32 {
         if self.bytes_arrived >= self.len {
@@ -136,6 +155,9 @@ enum Wait {
 struct Client {
     core: usize,
     tx: Link,
+    /// The client NIC's send pipeline (work requests) and receive pipeline (persist ACKs).
+    nic_tx: NicPipe,
+    nic_rx: NicPipe,
     outstanding: u32,
     wait: Wait,
 }
@@ -146,6 +168,9 @@ struct Channel {
     queue: VecDeque<u32>,
     /// Lines issued to the MCs and not yet accepted.
     in_flight: usize,
+    /// (region, line) that reached the MC side and wait for room in the design's remote BROI
+    /// entry, in the order the remote persist buffer sent them.
+    at_mc: VecDeque<(u32, u32)>,
 }
 
 /// Network statistics (`net` in the run's JSON; docs/stats.md).
@@ -178,6 +203,11 @@ pub struct Net {
     /// The server port toward the server (shared by every client) and back.
     server_rx: Link,
     server_tx: Link,
+    /// The server NIC's receive (packets into the LLC) and send (persist ACKs) pipelines.
+    server_nic_rx: NicPipe,
+    server_nic_tx: NicPipe,
+    /// Initiation interval of every NIC pipeline (1 / message rate).
+    msg_ps: u64,
     gbps: f64,
     latency_ps: u64,
     nic_ps: u64,
@@ -205,6 +235,9 @@ impl Net {
             channels: (0..c.channels).map(|_| Channel::default()).collect(),
             server_rx: Link::new(c.link_gbps),
             server_tx: Link::new(c.link_gbps),
+            server_nic_rx: NicPipe::default(),
+            server_nic_tx: NicPipe::default(),
+            msg_ps: ns(c.nic_msg_ns),
             gbps: c.link_gbps,
             latency_ps: ns(c.link_latency_ns),
             nic_ps: ns(c.nic_ns),
@@ -234,7 +267,14 @@ impl Net {
             return i as usize;
         }
         let i = self.clients.len();
-        self.clients.push(Client { core, tx: Link::new(self.gbps), outstanding: 0, wait: Wait::None });
+        self.clients.push(Client {
+            core,
+            tx: Link::new(self.gbps),
+            nic_tx: NicPipe::default(),
+            nic_rx: NicPipe::default(),
+            outstanding: 0,
+            wait: Wait::None,
+        });
         self.client_of_core[core] = Some(i as u16);
         i
     }
@@ -296,8 +336,9 @@ impl Net {
         });
         self.pending += 1;
         self.clients[cl].outstanding += 1;
-        // The client NIC fetches the work request and DMAs the payload, then streams packets.
-        let ready = posted + self.nic_ps;
+        // The client NIC fetches the work request and DMAs the payload (one message of its send
+        // pipeline), then streams packets.
+        let ready = self.clients[cl].nic_tx.start(posted, self.msg_ps) + self.nic_ps;
         let packets = ev.data.div_ceil(self.mtu);
         for k in 0..packets {
             let payload = self.mtu.min(ev.data - k * self.mtu);
@@ -307,13 +348,15 @@ impl Net {
             // arrival order across clients): a simplification that keeps each client's packets
             // in order, as RDMA's reliable connections deliver them.
             let delivered = self.server_rx.forward(left_client + self.latency_ps, wire);
-            // The server NIC writes the payload into the LLC (DDIO).
-            let in_llc = delivered + self.nic_ps + self.llc_ps;
+            // The server NIC writes the payload into the LLC (DDIO): one message of its receive
+            // pipeline, shared by every client (taken in posting order, like the port).
+            let in_llc = self.server_nic_rx.start(delivered, self.msg_ps) + self.nic_ps + self.llc_ps;
             m.schedule_design(in_llc, DesignEv { tag: TAG_PACKET, core: cl as u16, arg: (rid as u64) << 16 | k });
         }
     }
 
-    pub fn on_event(&mut self, m: &mut Machine, ev: DesignEv) {
+    pub fn on_event(&mut self, m: &mut Machine, design: &mut dyn Design, ev: DesignEv) {
+        let queued = design.has_remote_queue();
         match ev.tag {
             TAG_PACKET => {
                 let rid = (ev.arg >> 16) as usize;
@@ -342,22 +385,23 @@ impl Net {
                     r.arrived_at = m.now;
                 }
                 let ch = r.channel as usize;
-                self.pump(m, ch);
+                self.pump(m, ch, queued);
             }
             TAG_TO_MC => {
                 let rid = (ev.arg >> 16) as usize;
                 let idx = ev.arg & 0xffff;
-                let r = self.regions[rid];
-                let line = r.first_line() + idx * LINE_BYTES;
-                let mut d = LineData::new(line);
-                let lo = r.addr.max(line);
-                let hi = (r.addr + r.len).min(line + LINE_BYTES);
-                let mut w = lo & !7;
-                while w < hi {
-                    d.set(word_index(w), WordVal { id: r.gid, data: 0 });
-                    w += 8;
+                if queued {
+                    let ch = ev.core as usize;
+                    self.channels[ch].at_mc.push_back((rid as u32, idx as u32));
+                    self.offer_lines(m, design, ch);
+                } else {
+                    let d = self.regions[rid].line_data(idx);
+                    to_memory(m, d, DesignEv { tag: TAG_WPQ_ACK, core: ev.core, arg: rid as u64 });
                 }
-                to_memory(m, d, DesignEv { tag: TAG_WPQ_ACK, core: ev.core, arg: rid as u64 });
+            }
+            TAG_ROOM => {
+                let ch = ev.core as usize;
+                self.offer_lines(m, design, ch);
             }
             TAG_WPQ_ACK => {
                 let rid = ev.arg as usize;
@@ -371,13 +415,15 @@ impl Net {
                     let (client, addr) = (r.client, r.addr);
                     m.note("rdma_persist", client as usize, addr);
                     // The MC's signal reached the NIC (the reply's hop); the NIC sends the ACK.
-                    let left = self.server_tx.send(m.now + self.nic_ps, self.overhead);
-                    let at = left + self.latency_ps + self.nic_ps;
+                    let acking = self.server_nic_tx.start(m.now, self.msg_ps);
+                    let left = self.server_tx.send(acking + self.nic_ps, self.overhead);
+                    let cl = &mut self.clients[client as usize];
+                    let at = cl.nic_rx.start(left + self.latency_ps, self.msg_ps) + self.nic_ps;
                     m.schedule_design(at, DesignEv { tag: TAG_PERSIST_ACK, core: client, arg: rid as u64 });
                     let regions = &self.regions;
                     self.channels[ch].queue.retain(|&q| !regions[q as usize].done);
                 }
-                self.pump(m, ch);
+                self.pump(m, ch, queued);
             }
             TAG_PERSIST_ACK => {
                 self.regions[ev.arg as usize].acked_at = m.now;
@@ -402,15 +448,36 @@ impl Net {
         }
     }
 
+    /// Hands the lines that reached the MC side to the design's remote BROI entry of `ch`, in
+    /// the order they were sent, until it refuses one (it then sends `TAG_ROOM`). The first
+    /// line of a region opens a new barrier region there: the entry's barrier index register
+    /// keeps the region behind the previous one, whose lines may still be queued or in a bank.
+    fn offer_lines(&mut self, m: &mut Machine, design: &mut dyn Design, ch: usize) {
+        while let Some(&(rid, idx)) = self.channels[ch].at_mc.front() {
+            let d = self.regions[rid as usize].line_data(idx as u64);
+            let done = DesignEv { tag: TAG_WPQ_ACK, core: ch as u16, arg: rid as u64 };
+            let room = DesignEv { tag: TAG_ROOM, core: ch as u16, arg: 0 };
+            match design.submit_remote(m, ch, d, idx == 0, done, room) {
+                RemoteSubmit::Taken => {}
+                RemoteSubmit::Full => return,
+                RemoteSubmit::Direct => to_memory(m, d, done),
+            }
+            self.channels[ch].at_mc.pop_front();
+        }
+    }
+
     /// Moves lines from the LLC toward the MCs while the channel's persist buffer has room. In
-    /// order: only the oldest region of the channel drains, so a region's first line reaches a WPQ
-    /// only after every line of the previous one was accepted.
-    fn pump(&mut self, m: &mut Machine, ch: usize) {
+    /// order. Without a remote BROI queue in the design only the oldest region of the channel
+    /// drains, so a region's first line reaches a WPQ only after every line of the previous one
+    /// was accepted; with one (`queued`), the remote persist buffer only marks the region
+    /// boundaries and the BROI entry enforces them, so the next region's lines follow as soon
+    /// as the previous region's have all been sent.
+    fn pump(&mut self, m: &mut Machine, ch: usize, queued: bool) {
         let wb = m.writeback_ps;
         let n = self.channels[ch].queue.len();
         let newest_first = self.strategy == Strategy::BrokenUnordered;
         for j in 0..n {
-            if j > 0 && !newest_first {
+            if j > 0 && !newest_first && !queued {
                 break;
             }
             let qi = if newest_first { n - 1 - j } else { j };
@@ -421,6 +488,10 @@ impl Net {
                 }
                 let r = &mut self.regions[rid];
                 if r.issued >= r.ready_lines() {
+                    if queued && !newest_first && r.issued < r.lines {
+                        // Its remaining bytes are still on the wire: later regions wait.
+                        return;
+                    }
                     break;
                 }
                 let idx = r.issued;

@@ -46,9 +46,10 @@ pub const HASHMAP_PARAMS: &[ParamSpec] = &[
         help: "hash buckets per client's map",
     },
     COMPUTE,
+    super::PMDK_EPOCH,
 ];
 
-pub const CTREE_PARAMS: &[ParamSpec] = &[KEYS, COMPUTE];
+pub const CTREE_PARAMS: &[ParamSpec] = &[KEYS, COMPUTE, super::PMDK_EPOCH];
 
 /// A local run of these generators has no recovery check (see the module doc).
 struct Unchecked;

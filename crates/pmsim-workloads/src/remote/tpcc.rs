@@ -46,6 +46,7 @@ pub const PARAMS: &[ParamSpec] = &[
         range: int(0, 1 << 32),
         help: "client CPU work per SQL statement (1 us at 2 GHz, IPC 2)",
     },
+    super::NSTORE_EPOCH,
 ];
 
 const DISTRICTS: u64 = 10;
