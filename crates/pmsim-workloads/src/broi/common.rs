@@ -10,7 +10,7 @@
 
 use crate::atlas::undo_log::{rollback, Tx};
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{compute_up_to_2_32, int, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::Generated;
 use crate::whisper::common::History;
@@ -47,13 +47,7 @@ pub const LOG_GAP: ParamSpec = ParamSpec {
     unit: "bytes",
     range: int(0, 1 << 30), help: "space between consecutive threads' undo logs beyond the log size (0: logs exactly 256 KiB apart, all starting in one bank)",
 };
-pub const COMPUTE: ParamSpec = ParamSpec {
-    name: "compute",
-    default: "20",
-    unit: "instructions",
-    range: int(0, 1 << 32),
-    help: "non-memory work per operation",
-};
+pub const COMPUTE: ParamSpec = compute_up_to_2_32("20", "non-memory work per operation");
 
 /// Bytes of the remote stream's ring.
 const REMOTE_RING: u64 = 1 << 20;

@@ -10,9 +10,14 @@ use super::common::{bytes_per_thread, drive, footprint, Done, Instance, COMPUTE,
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
 use crate::params::{ParamSpec, Params};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 
-pub struct Hash;
+pub static HASH: WorkloadSpec = WorkloadSpec {
+    name: "hash",
+    description: "BROI Table IV: open-chain hash table per thread, insert if absent / remove if found, undo-logged",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
@@ -72,26 +77,15 @@ impl Instance for Table {
     }
 }
 
-impl Workload for Hash {
-    fn name(&self) -> &'static str {
-        "hash"
-    }
-    fn description(&self) -> &'static str {
-        "BROI Table IV: open-chain hash table per thread, insert if absent / remove if found, undo-logged"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let per = bytes_per_thread(p).max(8192);
-        // A quarter of the region for buckets, the rest for nodes; the key space keeps the
-        // table about half full.
-        let nbuckets = (per / 4 / 8).max(16);
-        let pool_nodes = (per - nbuckets * 8) / 64;
-        drive(p, pool_nodes, |_, g| {
-            let buckets = g.heap.alloc_pm(nbuckets * 8, 4096);
-            let pool = g.heap.alloc_pm(pool_nodes * 64, 4096);
-            Table { buckets, nbuckets, pool, pool_nodes, used: 0, free: Vec::new(), tag: 0 }
-        })
-    }
+fn generate(p: &Params) -> Generated {
+    let per = bytes_per_thread(p).max(8192);
+    // A quarter of the region for buckets, the rest for nodes; the key space keeps the
+    // table about half full.
+    let nbuckets = (per / 4 / 8).max(16);
+    let pool_nodes = (per - nbuckets * 8) / 64;
+    drive(p, pool_nodes, |_, g| {
+        let buckets = g.heap.alloc_pm(nbuckets * 8, 4096);
+        let pool = g.heap.alloc_pm(pool_nodes * 64, 4096);
+        Table { buckets, nbuckets, pool, pool_nodes, used: 0, free: Vec::new(), tag: 0 }
+    })
 }

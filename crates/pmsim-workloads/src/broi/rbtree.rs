@@ -14,9 +14,15 @@ use super::common::{
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
 use crate::params::{ParamSpec, Params};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 
-pub struct RbTree;
+pub static RBTREE: WorkloadSpec = WorkloadSpec {
+    name: "rbtree",
+    description:
+        "BROI Table IV: red-black tree per thread (LLRB insert/delete), insert if absent / remove if found, undo-logged",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
@@ -247,23 +253,12 @@ impl Instance for Tree {
     }
 }
 
-impl Workload for RbTree {
-    fn name(&self) -> &'static str {
-        "rbtree"
-    }
-    fn description(&self) -> &'static str {
-        "BROI Table IV: red-black tree per thread (LLRB insert/delete), insert if absent / remove if found, undo-logged"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let per = bytes_per_thread(p).max(8192);
-        let cap = (per / 64 - 1) as usize;
-        drive(p, 2 * cap as u64, |_, g| {
-            let root_word = g.heap.alloc_pm(64, 64);
-            let pool = g.heap.alloc_pm(cap as u64 * 64, 4096);
-            Tree { root_word, pool, cap, nodes: Vec::new(), free: Vec::new(), root: NIL, m: Mirror::default(), tag: 0 }
-        })
-    }
+fn generate(p: &Params) -> Generated {
+    let per = bytes_per_thread(p).max(8192);
+    let cap = (per / 64 - 1) as usize;
+    drive(p, 2 * cap as u64, |_, g| {
+        let root_word = g.heap.alloc_pm(64, 64);
+        let pool = g.heap.alloc_pm(cap as u64 * 64, 4096);
+        Tree { root_word, pool, cap, nodes: Vec::new(), free: Vec::new(), root: NIL, m: Mirror::default(), tag: 0 }
+    })
 }

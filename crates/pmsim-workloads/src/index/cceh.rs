@@ -31,13 +31,19 @@
 
 use super::common::*;
 use crate::ctx::{Ctx, Gen};
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{int, percent, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
 
-pub struct Cceh;
+pub static CCEH: WorkloadSpec = WorkloadSpec {
+    name: "cceh",
+    description:
+        "CCEH extendible hashing: value, ofence, key per insert; segment split then directory update, ofence-ordered",
+    params: PARAMS,
+    generate,
+};
 
 const SENTINEL: u64 = u64::MAX - 1;
 const SUSPENDED: u64 = u64::MAX;
@@ -65,13 +71,7 @@ const PARAMS: &[ParamSpec] = &[
         range: int(1, 1 << 16),
         help: "lines probed from each of the two hash positions",
     },
-    ParamSpec {
-        name: "search_pct",
-        default: "20",
-        unit: "%",
-        range: int(0, 100),
-        help: "operations that search an inserted key",
-    },
+    percent("search_pct", "20", "operations that search an inserted key"),
     COMPUTE_PARAM,
 ];
 
@@ -239,32 +239,21 @@ impl Index for Ix {
     }
 }
 
-impl Workload for Cceh {
-    fn name(&self) -> &'static str {
-        "cceh"
-    }
-    fn description(&self) -> &'static str {
-        "CCEH extendible hashing: value, ofence, key per insert; segment split then directory update, ofence-ordered"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let mut g = Gen::new(p);
-        let l = Layout {
-            root: g.heap.alloc_pm(64, 64),
-            lines: p.get("segment_lines").clamp(4, 1 << 16),
-            probe: p.get("probe_lines").max(1),
-        };
-        let l = Layout { probe: l.probe.min(l.lines / 2).max(1), ..l };
-        Ix::setup(&mut g.ctx(0), l, p.get("initial_depth").min(16));
-        let mut ix = Ix { l };
-        let mix = Mix { search_pct: p.get("search_pct").min(100), delete_pct: 0 };
-        let mut truth = drive(p, &mut g, &mut ix, mix);
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(CcehRecovery { l, truth }) }
-    }
+fn generate(p: &Params) -> Generated {
+    let mut g = Gen::new(p);
+    let l = Layout {
+        root: g.heap.alloc_pm(64, 64),
+        lines: p.get("segment_lines").clamp(4, 1 << 16),
+        probe: p.get("probe_lines").max(1),
+    };
+    let l = Layout { probe: l.probe.min(l.lines / 2).max(1), ..l };
+    Ix::setup(&mut g.ctx(0), l, p.get("initial_depth").min(16));
+    let mut ix = Ix { l };
+    let mix = Mix { search_pct: p.get("search_pct").min(100), delete_pct: 0 };
+    let mut truth = drive(p, &mut g, &mut ix, mix);
+    let (trace, log) = g.finish();
+    truth.log = log;
+    Generated { trace, recovery: Box::new(CcehRecovery { l, truth }) }
 }
 
 struct CcehRecovery {

@@ -28,11 +28,16 @@ use super::dash::{Geo, LD, NEXT, PATTERN, SPLITTING, STATE};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
 
-pub struct DashEh;
+pub static DASH_EH: WorkloadSpec = WorkloadSpec {
+    name: "dash-eh",
+    description: "Dash extendible hashing: pair, ofence, fingerprint+bitmap, ofence; stash, displacement; state-logged segment split",
+    params: PARAMS,
+    generate,
+};
 
 const DIR_ENTRIES: u64 = 64;
 /// The directory's lock word (its header line: depth at 0).
@@ -146,43 +151,32 @@ impl Index for Ix {
     }
 }
 
-impl Workload for DashEh {
-    fn name(&self) -> &'static str {
-        "dash-eh"
-    }
-    fn description(&self) -> &'static str {
-        "Dash extendible hashing: pair, ofence, fingerprint+bitmap, ofence; stash, displacement; state-logged segment split"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let geo = Geo { nb: p.get("buckets").clamp(4, 1 << 12).next_power_of_two() };
-        let depth = p.get("initial_depth").min(12);
-        let mut g = Gen::new(p);
-        let root = g.heap.alloc_pm(64, 64);
-        {
-            let mut c = g.ctx(0);
-            let n = 1u64 << depth;
-            let dir = c.alloc_pm(DIR_ENTRIES + 8 * n, 64);
-            let mut e = Vec::new();
-            for i in 0..n {
-                let seg = c.alloc_pm(geo.seg_bytes(), 64);
-                c.store(seg, &[depth.to_le_bytes(), pattern(depth, i).to_le_bytes()].concat());
-                e.extend_from_slice(&seg.to_le_bytes());
-            }
-            c.store(dir + DIR_ENTRIES, &e);
-            c.store_u64(dir, depth);
-            c.ofence();
-            c.store_u64(root, dir);
-            c.dfence();
+fn generate(p: &Params) -> Generated {
+    let geo = Geo { nb: p.get("buckets").clamp(4, 1 << 12).next_power_of_two() };
+    let depth = p.get("initial_depth").min(12);
+    let mut g = Gen::new(p);
+    let root = g.heap.alloc_pm(64, 64);
+    {
+        let mut c = g.ctx(0);
+        let n = 1u64 << depth;
+        let dir = c.alloc_pm(DIR_ENTRIES + 8 * n, 64);
+        let mut e = Vec::new();
+        for i in 0..n {
+            let seg = c.alloc_pm(geo.seg_bytes(), 64);
+            c.store(seg, &[depth.to_le_bytes(), pattern(depth, i).to_le_bytes()].concat());
+            e.extend_from_slice(&seg.to_le_bytes());
         }
-        let mut ix = Ix { root, geo };
-        let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(EhRecovery { root, geo, truth }) }
+        c.store(dir + DIR_ENTRIES, &e);
+        c.store_u64(dir, depth);
+        c.ofence();
+        c.store_u64(root, dir);
+        c.dfence();
     }
+    let mut ix = Ix { root, geo };
+    let mut truth = drive(p, &mut g, &mut ix, Mix::default());
+    let (trace, log) = g.finish();
+    truth.log = log;
+    Generated { trace, recovery: Box::new(EhRecovery { root, geo, truth }) }
 }
 
 struct EhRecovery {

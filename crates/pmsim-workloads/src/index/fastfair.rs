@@ -36,13 +36,18 @@
 
 use super::common::*;
 use crate::ctx::{Ctx, Gen};
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{percent, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
 
-pub struct FastFair;
+pub static FAST_FAIR: WorkloadSpec = WorkloadSpec {
+    name: "fastfair",
+    description: "FAST_FAIR B+tree: in-node shift with an ofence per line; split: sibling, ofence, link, ofence, truncate, parent",
+    params: PARAMS,
+    generate,
+};
 
 const NODE: u64 = 512;
 const CARD: u64 = 30;
@@ -57,20 +62,8 @@ fn rec(n: u64, i: u64) -> u64 {
 }
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "search_pct",
-        default: "20",
-        unit: "%",
-        range: int(0, 100),
-        help: "operations that search an inserted key",
-    },
-    ParamSpec {
-        name: "delete_pct",
-        default: "10",
-        unit: "%",
-        range: int(0, 100),
-        help: "operations that delete an inserted key",
-    },
+    percent("search_pct", "20", "operations that search an inserted key"),
+    percent("delete_pct", "10", "operations that delete an inserted key"),
     COMPUTE_PARAM,
 ];
 
@@ -336,35 +329,24 @@ impl Index for Ix {
     }
 }
 
-impl Workload for FastFair {
-    fn name(&self) -> &'static str {
-        "fastfair"
+fn generate(p: &Params) -> Generated {
+    let mut g = Gen::new(p);
+    let root = g.heap.alloc_pm(64, 64);
+    {
+        let mut c = g.ctx(0);
+        let (r, mtx) = Ix::new_node(&mut c);
+        c.store_u64(r + MTX, mtx);
+        c.ofence();
+        c.store_u64(root, r);
+        c.dfence();
     }
-    fn description(&self) -> &'static str {
-        "FAST_FAIR B+tree: in-node shift with an ofence per line; split: sibling, ofence, link, ofence, truncate, parent"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let mut g = Gen::new(p);
-        let root = g.heap.alloc_pm(64, 64);
-        {
-            let mut c = g.ctx(0);
-            let (r, mtx) = Ix::new_node(&mut c);
-            c.store_u64(r + MTX, mtx);
-            c.ofence();
-            c.store_u64(root, r);
-            c.dfence();
-        }
-        let mut ix = Ix { root };
-        let s = p.get("search_pct").min(100);
-        let mix = Mix { search_pct: s, delete_pct: p.get("delete_pct").min(100 - s) };
-        let mut truth = drive(p, &mut g, &mut ix, mix);
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(FfRecovery { root, truth }) }
-    }
+    let mut ix = Ix { root };
+    let s = p.get("search_pct").min(100);
+    let mix = Mix { search_pct: s, delete_pct: p.get("delete_pct").min(100 - s) };
+    let mut truth = drive(p, &mut g, &mut ix, mix);
+    let (trace, log) = g.finish();
+    truth.log = log;
+    Generated { trace, recovery: Box::new(FfRecovery { root, truth }) }
 }
 
 struct FfRecovery {

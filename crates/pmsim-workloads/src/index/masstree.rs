@@ -28,11 +28,16 @@ use super::common::*;
 use crate::ctx::{Ctx, Gen};
 use crate::params::{ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
 
-pub struct PMasstree;
+pub static P_MASSTREE: WorkloadSpec = WorkloadSpec {
+    name: "p-masstree",
+    description: "RECIPE P-Masstree: entry, ofence, 8 B permutation store, ofence; split: sibling, ofence, link, ofence, shrink, parent",
+    params: PARAMS,
+    generate,
+};
 
 const WIDTH: u64 = 15;
 const NODE: u64 = 320;
@@ -201,33 +206,22 @@ impl Index for Ix {
     }
 }
 
-impl Workload for PMasstree {
-    fn name(&self) -> &'static str {
-        "p-masstree"
+fn generate(p: &Params) -> Generated {
+    let mut g = Gen::new(p);
+    let root = g.heap.alloc_pm(64, 64);
+    {
+        let mut c = g.ctx(0);
+        let r = c.alloc_pm(NODE, 64);
+        c.store_u64(r + PERM, perm_empty());
+        c.ofence();
+        c.store_u64(root, r);
+        c.dfence();
     }
-    fn description(&self) -> &'static str {
-        "RECIPE P-Masstree: entry, ofence, 8 B permutation store, ofence; split: sibling, ofence, link, ofence, shrink, parent"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let mut g = Gen::new(p);
-        let root = g.heap.alloc_pm(64, 64);
-        {
-            let mut c = g.ctx(0);
-            let r = c.alloc_pm(NODE, 64);
-            c.store_u64(r + PERM, perm_empty());
-            c.ofence();
-            c.store_u64(root, r);
-            c.dfence();
-        }
-        let mut ix = Ix { root };
-        let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(MtRecovery { root, truth }) }
-    }
+    let mut ix = Ix { root };
+    let mut truth = drive(p, &mut g, &mut ix, Mix::default());
+    let (trace, log) = g.finish();
+    truth.log = log;
+    Generated { trace, recovery: Box::new(MtRecovery { root, truth }) }
 }
 
 struct MtRecovery {

@@ -15,11 +15,11 @@ mod masstree;
 mod part;
 
 pub static WORKLOADS: &[&dyn Workload] = &[
-    &cceh::Cceh,
-    &fastfair::FastFair,
-    &dash_eh::DashEh,
-    &dash_lh::DashLh,
-    &part::PArt,
-    &clht::PClht,
-    &masstree::PMasstree,
+    &cceh::CCEH,
+    &fastfair::FAST_FAIR,
+    &dash_eh::DASH_EH,
+    &dash_lh::DASH_LH,
+    &part::P_ART,
+    &clht::P_CLHT,
+    &masstree::P_MASSTREE,
 ];

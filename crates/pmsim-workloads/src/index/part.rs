@@ -29,11 +29,16 @@ use super::common::*;
 use crate::ctx::{Ctx, Gen};
 use crate::params::{ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
 
-pub struct PArt;
+pub static P_ART: WorkloadSpec = WorkloadSpec {
+    name: "p-art",
+    description: "RECIPE P-ART: record ofence, key byte, ofence, child pointer, ofence; grow/split write a node, ofence, swap the parent pointer",
+    params: PARAMS,
+    generate,
+};
 
 const TAG: u64 = 1 << 63;
 const N4: u8 = 1;
@@ -291,31 +296,20 @@ impl Index for Ix {
     }
 }
 
-impl Workload for PArt {
-    fn name(&self) -> &'static str {
-        "p-art"
+fn generate(p: &Params) -> Generated {
+    let mut g = Gen::new(p);
+    let root = g.heap.alloc_pm(64, 64);
+    {
+        let mut c = g.ctx(0);
+        let r = Ix::write_new(&mut c, &build(N256, 0, 0, 0, &[]));
+        c.store_u64(root, r);
+        c.dfence();
     }
-    fn description(&self) -> &'static str {
-        "RECIPE P-ART: record ofence, key byte, ofence, child pointer, ofence; grow/split write a node, ofence, swap the parent pointer"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let mut g = Gen::new(p);
-        let root = g.heap.alloc_pm(64, 64);
-        {
-            let mut c = g.ctx(0);
-            let r = Ix::write_new(&mut c, &build(N256, 0, 0, 0, &[]));
-            c.store_u64(root, r);
-            c.dfence();
-        }
-        let mut ix = Ix { root };
-        let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(ArtRecovery { root, truth }) }
-    }
+    let mut ix = Ix { root };
+    let mut truth = drive(p, &mut g, &mut ix, Mix::default());
+    let (trace, log) = g.finish();
+    truth.log = log;
+    Generated { trace, recovery: Box::new(ArtRecovery { root, truth }) }
 }
 
 /// A node still to walk: (address, depth, path bytes known so far as (position, byte)).

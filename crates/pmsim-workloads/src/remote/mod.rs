@@ -283,7 +283,7 @@ pub static WORKLOADS: &[&dyn Workload] = &[
         name: "rdma-ycsb",
         description: "client: YCSB on N-Store's opt-WAL engine (the nstore generator); log entry, link, in-place update and log clear replicated with rdma_pwrite, rdma_wait at commit",
         params: YCSB_PARAMS,
-        local: |p| crate::whisper::nstore::NStore.generate(p),
+        local: |p| crate::whisper::nstore::NSTORE.generate(p),
     },
     &Client {
         name: "rdma-ctree",
@@ -301,7 +301,7 @@ pub static WORKLOADS: &[&dyn Workload] = &[
         name: "rdma-memcached",
         description: "client: persistent memcached (the memcached generator), memslap mix with 5% SET; each SET's undo-logged transaction replicated with rdma_pwrite, GETs local",
         params: MEMCACHED_PARAMS,
-        local: |p| crate::whisper::memcached::Memcached.generate(p),
+        local: |p| crate::whisper::memcached::MEMCACHED.generate(p),
     },
 ];
 

@@ -17,13 +17,18 @@
 
 use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
 use crate::ctx::{Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{compute, int, percent, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
 use pmsim_trace::MemImage;
 
-pub struct NStore;
+pub static NSTORE: WorkloadSpec = WorkloadSpec {
+    name: "nstore",
+    description: "N-Store opt-WAL engine, YCSB 80/20: before-image log entry + ofence, link + ofence, in-place update + ofence, log clear + dfence",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -33,13 +38,7 @@ const PARAMS: &[ParamSpec] = &[
         range: int(1, 1 << 24),
         help: "rows in the YCSB table (loaded before the run)",
     },
-    ParamSpec {
-        name: "update_pct",
-        default: "80",
-        unit: "%",
-        range: int(0, 100),
-        help: "share of update transactions (the rest read)",
-    },
+    percent("update_pct", "80", "share of update transactions (the rest read)"),
     ParamSpec {
         name: "partitions",
         default: "64",
@@ -47,13 +46,7 @@ const PARAMS: &[ParamSpec] = &[
         range: int(1, 1 << 20),
         help: "lock partitions over the table",
     },
-    ParamSpec {
-        name: "compute",
-        default: "200",
-        unit: "instructions",
-        range: int(0, 1_000_000),
-        help: "non-memory work per transaction (statement parsing, serialisation)",
-    },
+    compute("200", "non-memory work per transaction (statement parsing, serialisation)"),
 ];
 
 struct Layout {
@@ -73,72 +66,60 @@ impl Layout {
     }
 }
 
-impl Workload for NStore {
-    fn name(&self) -> &'static str {
-        "nstore"
-    }
-    fn description(&self) -> &'static str {
-        "N-Store opt-WAL engine, YCSB 80/20: before-image log entry + ofence, link + ofence, in-place update + ofence, log clear + dfence"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let tuples = p.get("tuples").max(1);
-        let upd = p.get("update_pct").min(100);
-        let parts = p.get("partitions").max(1);
-        let compute = p.get("compute");
-        let mut g = Gen::new(p);
-        let stride = (r8(p.key_size) + r8(p.value_size)).div_ceil(64) * 64;
-        let l =
-            Layout { table: g.heap.alloc_pm(tuples * stride, 4096), stride, ks: p.key_size, vs: p.value_size, tuples };
-        let logs = alloc_logs(&mut g.heap, p.threads);
-        let locks = g.heap.alloc_dram(parts * 64, 64);
-        let mut hist = History::default();
-        let mut tag = 0u64;
-        let setup_gid = {
-            let mut c = g.ctx(0);
-            let mut words = Vec::new();
-            for i in 0..tuples {
-                tag += 1;
-                c.store(l.tuple(i), &key_bytes(i, l.ks));
-                c.store(l.val(i), &value_bytes(tag, l.vs));
-                words.extend((0..(r8(l.ks) + r8(l.vs)) / 8).map(|w| l.tuple(i) + w * 8));
-            }
-            let gid = c.dfence();
-            hist.record(SETUP, words, &c.g.heap);
-            gid
-        };
-        let mut txid = 0u64;
-        Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-            let update = c.rng().percent(upd);
-            let key = c.rng().below(tuples);
-            let lock = locks + (key % parts) * 64;
-            let label = if update { "update" } else { "read" };
-            c.begin(label);
-            c.compute(compute);
-            c.lock(lock);
-            c.load_bytes(l.tuple(key), l.ks); // index lookup: compare the key
-            if update {
-                txid += 1;
-                tag += 1;
-                let mut tx = Tx::begin(logs[c.thread], txid, true, true);
-                tx.write(c, l.val(key), &value_bytes(tag, l.vs));
-                let words = tx.commit(c);
-                let idx = c.g.log.ops.len() as u32;
-                hist.record(idx, words, &c.g.heap);
-                c.end(label, OpRecord { op: 1, key, value: tag, ..Default::default() });
-                c.op_dfence();
-            } else {
-                let v = c.load_bytes(l.val(key), l.vs);
-                let t = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
-                c.end(label, OpRecord { op: OP_READ, key, value: t, ..Default::default() });
-            }
-            c.unlock(lock);
-        });
-        let (trace, log) = g.finish();
-        Generated { trace, recovery: Box::new(NStoreRecovery { l, logs, hist, log, setup_gid }) }
-    }
+fn generate(p: &Params) -> Generated {
+    let tuples = p.get("tuples").max(1);
+    let upd = p.get("update_pct").min(100);
+    let parts = p.get("partitions").max(1);
+    let compute = p.get("compute");
+    let mut g = Gen::new(p);
+    let stride = (r8(p.key_size) + r8(p.value_size)).div_ceil(64) * 64;
+    let l = Layout { table: g.heap.alloc_pm(tuples * stride, 4096), stride, ks: p.key_size, vs: p.value_size, tuples };
+    let logs = alloc_logs(&mut g.heap, p.threads);
+    let locks = g.heap.alloc_dram(parts * 64, 64);
+    let mut hist = History::default();
+    let mut tag = 0u64;
+    let setup_gid = {
+        let mut c = g.ctx(0);
+        let mut words = Vec::new();
+        for i in 0..tuples {
+            tag += 1;
+            c.store(l.tuple(i), &key_bytes(i, l.ks));
+            c.store(l.val(i), &value_bytes(tag, l.vs));
+            words.extend((0..(r8(l.ks) + r8(l.vs)) / 8).map(|w| l.tuple(i) + w * 8));
+        }
+        let gid = c.dfence();
+        hist.record(SETUP, words, &c.g.heap);
+        gid
+    };
+    let mut txid = 0u64;
+    Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
+        let update = c.rng().percent(upd);
+        let key = c.rng().below(tuples);
+        let lock = locks + (key % parts) * 64;
+        let label = if update { "update" } else { "read" };
+        c.begin(label);
+        c.compute(compute);
+        c.lock(lock);
+        c.load_bytes(l.tuple(key), l.ks); // index lookup: compare the key
+        if update {
+            txid += 1;
+            tag += 1;
+            let mut tx = Tx::begin(logs[c.thread], txid, true, true);
+            tx.write(c, l.val(key), &value_bytes(tag, l.vs));
+            let words = tx.commit(c);
+            let idx = c.g.log.ops.len() as u32;
+            hist.record(idx, words, &c.g.heap);
+            c.end(label, OpRecord { op: 1, key, value: tag, ..Default::default() });
+            c.op_dfence();
+        } else {
+            let v = c.load_bytes(l.val(key), l.vs);
+            let t = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
+            c.end(label, OpRecord { op: OP_READ, key, value: t, ..Default::default() });
+        }
+        c.unlock(lock);
+    });
+    let (trace, log) = g.finish();
+    Generated { trace, recovery: Box::new(NStoreRecovery { l, logs, hist, log, setup_gid }) }
 }
 
 struct NStoreRecovery {
