@@ -13,12 +13,12 @@
 //! size ≤ capacity, every element well formed and unique, the heap property, and the per-word
 //! history (nothing invented, nothing durable lost).
 
-use super::undo_log::{alloc_logs, fase_begin, fase_commit, rollback};
+use crate::blocks::undo_tx::UndoTxs;
 use crate::ctx::{Ctx, Gen, Interleaver};
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
-use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
 
 pub static ATLAS_HEAP: WorkloadSpec = WorkloadSpec {
@@ -77,14 +77,13 @@ fn generate(p: &Params) -> Generated {
     let hdr = g.heap.alloc_pm(64, 64);
     let slots = g.heap.alloc_pm(cap * stride, 64);
     let l = Layout { hdr, slots, cap, ks, vs, stride };
-    let logs = alloc_logs(&mut g.heap, p.threads);
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
     let lock = g.heap.alloc_dram(64, 64);
-    let mut hist = History::default();
     let mut tag = 0u64;
     // Setup: a sorted array is a valid min-heap.
     let mut keys: Vec<u64> = (0..initial).map(|_| g.rng.below(1 << 32)).collect();
     keys.sort_unstable();
-    let setup_gid = {
+    {
         let mut c = g.ctx(0);
         let mut words = Vec::new();
         for (i, &k) in keys.iter().enumerate() {
@@ -94,10 +93,8 @@ fn generate(p: &Params) -> Generated {
         }
         c.store_u64(hdr, initial);
         words.push(hdr);
-        let gid = c.dfence();
-        hist.record(SETUP, words, &c.g.heap);
-        gid
-    };
+        undo.setup_done(&mut c, words);
+    }
     let mut txid = 0u64;
     Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
         let insert = c.rng().percent(ins_pct);
@@ -106,7 +103,7 @@ fn generate(p: &Params) -> Generated {
         let label = if insert { "insert" } else { "delete-min" };
         c.begin(label);
         c.compute(compute);
-        let mut tx = fase_begin(c, lock, logs[c.thread], txid);
+        let mut tx = undo.begin_fase(c, lock, txid);
         let n = c.load_u64(hdr);
         let mut rec = OpRecord { op: if insert { 0 } else { 2 }, key, ..Default::default() };
         if insert {
@@ -151,33 +148,26 @@ fn generate(p: &Params) -> Generated {
                 i = s;
             }
         }
-        let words = fase_commit(c, tx, lock);
-        let idx = c.g.log.ops.len() as u32;
-        hist.record(idx, words, &c.g.heap);
+        undo.commit_fase(c, tx, lock);
         c.end(label, rec);
         c.op_dfence();
         c.unlock(lock);
     });
-    let (trace, log) = g.finish();
-    Generated { trace, recovery: Box::new(HeapRecovery { l, logs, hist, log, setup_gid }) }
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(HeapRecovery { l, undo }) }
 }
 
 struct HeapRecovery {
     l: Layout,
-    logs: Vec<u64>,
-    hist: History,
-    log: OpLog,
-    setup_gid: u64,
+    undo: UndoTxs,
 }
 
 impl Recovery for HeapRecovery {
     fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        if !dfence_done(self.setup_gid) {
+        let img = self.undo.rolled_back(image)?;
+        if !self.undo.setup_durable(dfence_done) {
             // Crash during the initial population (not failure-atomic): only history applies.
-            let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
+            return self.undo.history_only(&img, dfence_done);
         }
         let l = &self.l;
         let n = img.read_u64(l.hdr);
@@ -201,7 +191,7 @@ impl Recovery for HeapRecovery {
             }
             prio.push(k);
         }
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
+        let checked = self.undo.check_history(&img, dfence_done)?;
         Ok(RecoveryReport { items: n, durable_ops_checked: checked })
     }
 }

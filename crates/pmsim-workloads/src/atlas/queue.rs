@@ -12,12 +12,12 @@
 //! FASE, walk from `head` (only allocated nodes, no cycle), check `tail` is the last node, every
 //! element well formed and the elements in enqueue order; per-word history check.
 
-use super::undo_log::{alloc_logs, fase_begin, fase_commit, rollback};
+use crate::blocks::undo_tx::UndoTxs;
 use crate::ctx::{Gen, Interleaver};
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
-use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
 
@@ -70,12 +70,11 @@ fn generate(p: &Params) -> Generated {
         vs: p.value_size,
         size: 8 + r8(p.key_size) + r8(p.value_size),
     };
-    let logs = alloc_logs(&mut g.heap, p.threads);
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
     let lock = g.heap.alloc_dram(64, 64);
-    let mut hist = History::default();
     let mut nodes: FxHashSet<u64> = FxHashSet::default();
     let mut tag = 0u64;
-    let setup_gid = {
+    {
         let mut c = g.ctx(0);
         let sentinel = c.alloc_pm(l.size, 64);
         nodes.insert(sentinel);
@@ -95,10 +94,8 @@ fn generate(p: &Params) -> Generated {
         words.extend((0..l.size / 8).map(|w| sentinel + w * 8));
         c.store_u64(l.hdr, sentinel);
         c.store_u64(l.hdr + 8, prev);
-        let gid = c.dfence();
-        hist.record(SETUP, words, &c.g.heap);
-        gid
-    };
+        undo.setup_done(&mut c, words);
+    }
     let mut txid = 0u64;
     Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
         let enq = c.rng().percent(enq_pct);
@@ -107,7 +104,7 @@ fn generate(p: &Params) -> Generated {
         let label = if enq { "enqueue" } else { "dequeue" };
         c.begin(label);
         c.compute(compute);
-        let mut tx = fase_begin(c, lock, logs[c.thread], txid);
+        let mut tx = undo.begin_fase(c, lock, txid);
         let mut rec = OpRecord { op: if enq { 0 } else { 2 }, key, ..Default::default() };
         if enq {
             let n = c.alloc_pm(l.size, 64);
@@ -131,34 +128,27 @@ fn generate(p: &Params) -> Generated {
                 tx.write_u64(c, l.hdr, first);
             }
         }
-        let words = fase_commit(c, tx, lock);
-        let idx = c.g.log.ops.len() as u32;
-        hist.record(idx, words, &c.g.heap);
+        undo.commit_fase(c, tx, lock);
         c.end(label, rec);
         c.op_dfence();
         c.unlock(lock);
     });
-    let (trace, log) = g.finish();
-    Generated { trace, recovery: Box::new(QueueRecovery { l, nodes, logs, hist, log, setup_gid }) }
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(QueueRecovery { l, nodes, undo }) }
 }
 
 struct QueueRecovery {
     l: Layout,
     nodes: FxHashSet<u64>,
-    logs: Vec<u64>,
-    hist: History,
-    log: OpLog,
-    setup_gid: u64,
+    undo: UndoTxs,
 }
 
 impl Recovery for QueueRecovery {
     fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        if !dfence_done(self.setup_gid) {
+        let img = self.undo.rolled_back(image)?;
+        if !self.undo.setup_durable(dfence_done) {
             // Crash during the initial population (not failure-atomic): only history applies.
-            let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
+            return self.undo.history_only(&img, dfence_done);
         }
         let l = &self.l;
         let (head, tail) = (img.read_u64(l.hdr), img.read_u64(l.hdr + 8));
@@ -196,7 +186,7 @@ impl Recovery for QueueRecovery {
                 return Err(RecoveryError::new(format!("tail {tail:#x} is not the last node {cur:#x}")));
             }
         }
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
+        let checked = self.undo.check_history(&img, dfence_done)?;
         Ok(RecoveryReport { items, durable_ops_checked: checked })
     }
 }

@@ -12,12 +12,12 @@
 //! level 0 (allocated nodes only, keys strictly increasing, well-formed elements), check each
 //! upper level is an ordered sub-list of nodes tall enough; per-word history check.
 
-use super::undo_log::{alloc_logs, fase_begin, fase_commit, rollback};
+use crate::blocks::undo_tx::UndoTxs;
 use crate::ctx::{Ctx, Gen, Interleaver};
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
-use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -102,12 +102,11 @@ fn generate(p: &Params) -> Generated {
     let mut g = Gen::new(p);
     let mut l = Layout { head: 0, ks: p.key_size, vs: p.value_size, max };
     l.head = g.heap.alloc_pm(l.size(max), 64);
-    let logs = alloc_logs(&mut g.heap, p.threads);
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
     let lock = g.heap.alloc_dram(64, 64);
-    let mut hist = History::default();
     let mut nodes: FxHashMap<u64, u64> = FxHashMap::default(); // node -> level
     let mut tag = 0u64;
-    let setup_gid = {
+    {
         let mut c = g.ctx(0);
         let mut words = Vec::new();
         let mut last = vec![l.head; max as usize];
@@ -126,10 +125,8 @@ fn generate(p: &Params) -> Generated {
             words.extend((0..l.size(lv) / 8).map(|w| n + w * 8));
         }
         words.push(l.head);
-        let gid = c.dfence();
-        hist.record(SETUP, words, &c.g.heap);
-        gid
-    };
+        undo.setup_done(&mut c, words);
+    }
     let mut txid = 0u64;
     Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
         let ins = c.rng().percent(ins_pct);
@@ -138,7 +135,7 @@ fn generate(p: &Params) -> Generated {
         let label = if ins { "insert" } else { "delete" };
         c.begin(label);
         c.compute(compute);
-        let mut tx = fase_begin(c, lock, logs[c.thread], txid);
+        let mut tx = undo.begin_fase(c, lock, txid);
         let (preds, succ) = l.search(c, key);
         let found = succ != 0 && c.load_u64(succ + 8) == key + 1;
         let mut rec = OpRecord { op: if ins { 0 } else { 2 }, key, ..Default::default() };
@@ -172,34 +169,27 @@ fn generate(p: &Params) -> Generated {
         } else {
             rec.op = OP_READ;
         }
-        let words = fase_commit(c, tx, lock);
-        let idx = c.g.log.ops.len() as u32;
-        hist.record(idx, words, &c.g.heap);
+        undo.commit_fase(c, tx, lock);
         c.end(label, rec);
         c.op_dfence();
         c.unlock(lock);
     });
-    let (trace, log) = g.finish();
-    Generated { trace, recovery: Box::new(SkipRecovery { l, nodes, logs, hist, log, setup_gid }) }
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(SkipRecovery { l, nodes, undo }) }
 }
 
 struct SkipRecovery {
     l: Layout,
     nodes: FxHashMap<u64, u64>,
-    logs: Vec<u64>,
-    hist: History,
-    log: OpLog,
-    setup_gid: u64,
+    undo: UndoTxs,
 }
 
 impl Recovery for SkipRecovery {
     fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        if !dfence_done(self.setup_gid) {
+        let img = self.undo.rolled_back(image)?;
+        if !self.undo.setup_durable(dfence_done) {
             // Crash during the initial population (not failure-atomic): only history applies.
-            let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
+            return self.undo.history_only(&img, dfence_done);
         }
         let l = &self.l;
         let err = |m: String| Err(RecoveryError::new(m));
@@ -253,7 +243,7 @@ impl Recovery for SkipRecovery {
                 (cur, last) = (nx, k);
             }
         }
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
+        let checked = self.undo.check_history(&img, dfence_done)?;
         Ok(RecoveryReport { items: level0.len() as u64, durable_ops_checked: checked })
     }
 }

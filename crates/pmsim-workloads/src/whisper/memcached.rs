@@ -17,12 +17,12 @@
 //! formed), the LRU list (doubly linked, same items), each key's state against its SET/evict
 //! history (nothing lost that a completed dfence made durable), and per-word history.
 
-use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
+use crate::blocks::undo_tx::UndoTxs;
 use crate::ctx::{Ctx, Gen, Interleaver};
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
-use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -129,11 +129,10 @@ fn generate(p: &Params) -> Generated {
         ks: p.key_size,
         vs: p.value_size,
     };
-    let logs = alloc_logs(&mut g.heap, p.threads);
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
     let cache_lock = g.heap.alloc_dram(64, 64);
-    let mut hist = History::default();
     let mut keyh: FxHashMap<u64, Vec<(u32, KeyEvent)>> = FxHashMap::default();
-    let setup_gid = {
+    {
         // Slab initialisation: every item on the free list.
         let mut c = g.ctx(0);
         let mut words = vec![l.meta + FREE_HEAD];
@@ -143,10 +142,8 @@ fn generate(p: &Params) -> Generated {
             words.push(l.free_next + i * 8);
         }
         c.store_u64(l.meta + FREE_HEAD, l.item(0));
-        let gid = c.dfence();
-        hist.record(SETUP, words, &c.g.heap);
-        gid
-    };
+        undo.setup_done(&mut c, words);
+    }
     let (mut txid, mut tag) = (0u64, 0u64);
     Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
         let set = c.rng().percent(set_pct);
@@ -165,7 +162,7 @@ fn generate(p: &Params) -> Generated {
         txid += 1;
         tag += 1;
         let idx = c.g.log.ops.len() as u32;
-        let mut tx = Tx::begin(logs[c.thread], txid, true, false);
+        let mut tx = undo.begin(c, txid, true, false);
         let mut count = c.load_u64(m + COUNT);
         // item_alloc: slab free list, else evict the LRU tail.
         let free = c.load_u64(m + FREE_HEAD);
@@ -216,24 +213,20 @@ fn generate(p: &Params) -> Generated {
         tx.write_u64(c, if lh == 0 { m + LRU_TAIL } else { lh + LRU_PREV }, it);
         tx.write_u64(c, m + LRU_HEAD, it);
         tx.write_u64(c, m + COUNT, count + 1);
-        let words = tx.commit(c);
-        hist.record(idx, words, &c.g.heap);
+        undo.commit(c, tx);
         keyh.entry(key).or_default().push((idx, KeyEvent::Set(tag)));
         c.end("set", OpRecord { op: 1, key, value: tag, ..Default::default() });
         c.op_dfence();
         c.unlock(cache_lock);
     });
-    let (trace, log) = g.finish();
-    Generated { trace, recovery: Box::new(McRecovery { l, logs, hist, keyh, log, setup_gid }) }
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(McRecovery { l, keyh, undo }) }
 }
 
 struct McRecovery {
     l: Layout,
-    logs: Vec<u64>,
-    hist: History,
     keyh: FxHashMap<u64, Vec<(u32, KeyEvent)>>,
-    log: OpLog,
-    setup_gid: u64,
+    undo: UndoTxs,
 }
 
 fn fail<T>(m: String) -> Result<T, RecoveryError> {
@@ -298,14 +291,13 @@ impl McRecovery {
 
 impl Recovery for McRecovery {
     fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-        if !dfence_done(self.setup_gid) {
+        let img = self.undo.rolled_back(image)?;
+        let checked = self.undo.check_history(&img, dfence_done)?;
+        if !self.undo.setup_durable(dfence_done) {
             return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
         }
         let kv = self.structure(&img)?;
-        let durable = |op: u32| self.log.ops.get(op as usize).and_then(|o| o.durable_at).is_some_and(dfence_done);
+        let durable = |op: u32| self.undo.log.ops.get(op as usize).and_then(|o| o.durable_at).is_some_and(dfence_done);
         let mut keys: Vec<_> = self.keyh.iter().collect();
         keys.sort_unstable_by_key(|e| *e.0);
         for (&k, events) in keys {

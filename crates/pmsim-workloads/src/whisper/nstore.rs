@@ -15,12 +15,12 @@
 //! check every tuple's key, that its value is one written to it and not older than the last
 //! durable update (per-word history).
 
-use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
+use crate::blocks::undo_tx::UndoTxs;
 use crate::ctx::{Gen, Interleaver};
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
-use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
 
 pub static NSTORE: WorkloadSpec = WorkloadSpec {
@@ -74,11 +74,10 @@ fn generate(p: &Params) -> Generated {
     let mut g = Gen::new(p);
     let stride = (r8(p.key_size) + r8(p.value_size)).div_ceil(64) * 64;
     let l = Layout { table: g.heap.alloc_pm(tuples * stride, 4096), stride, ks: p.key_size, vs: p.value_size, tuples };
-    let logs = alloc_logs(&mut g.heap, p.threads);
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
     let locks = g.heap.alloc_dram(parts * 64, 64);
-    let mut hist = History::default();
     let mut tag = 0u64;
-    let setup_gid = {
+    {
         let mut c = g.ctx(0);
         let mut words = Vec::new();
         for i in 0..tuples {
@@ -87,10 +86,8 @@ fn generate(p: &Params) -> Generated {
             c.store(l.val(i), &value_bytes(tag, l.vs));
             words.extend((0..(r8(l.ks) + r8(l.vs)) / 8).map(|w| l.tuple(i) + w * 8));
         }
-        let gid = c.dfence();
-        hist.record(SETUP, words, &c.g.heap);
-        gid
-    };
+        undo.setup_done(&mut c, words);
+    }
     let mut txid = 0u64;
     Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
         let update = c.rng().percent(upd);
@@ -104,11 +101,9 @@ fn generate(p: &Params) -> Generated {
         if update {
             txid += 1;
             tag += 1;
-            let mut tx = Tx::begin(logs[c.thread], txid, true, true);
+            let mut tx = undo.begin(c, txid, true, true);
             tx.write(c, l.val(key), &value_bytes(tag, l.vs));
-            let words = tx.commit(c);
-            let idx = c.g.log.ops.len() as u32;
-            hist.record(idx, words, &c.g.heap);
+            undo.commit(c, tx);
             c.end(label, OpRecord { op: 1, key, value: tag, ..Default::default() });
             c.op_dfence();
         } else {
@@ -118,26 +113,22 @@ fn generate(p: &Params) -> Generated {
         }
         c.unlock(lock);
     });
-    let (trace, log) = g.finish();
-    Generated { trace, recovery: Box::new(NStoreRecovery { l, logs, hist, log, setup_gid }) }
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(NStoreRecovery { l, undo }) }
 }
 
 struct NStoreRecovery {
     l: Layout,
-    logs: Vec<u64>,
-    hist: History,
-    log: OpLog,
-    setup_gid: u64,
+    undo: UndoTxs,
 }
 
 impl Recovery for NStoreRecovery {
     fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
+        let img = self.undo.rolled_back(image)?;
         let l = &self.l;
         let mut items = 0;
         // Before the load phase's dfence the table may be partly written: only history applies.
-        let loaded = dfence_done(self.setup_gid);
+        let loaded = self.undo.setup_durable(dfence_done);
         for i in (0..l.tuples).filter(|_| loaded) {
             let key = key_of(&img.read_bytes(l.tuple(i), l.ks));
             let val = value_of(&img.read_bytes(l.val(i), l.vs));
@@ -146,7 +137,7 @@ impl Recovery for NStoreRecovery {
                 _ => return Err(RecoveryError::new(format!("tuple {i} is not a well-formed row with key {i}"))),
             }
         }
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
+        let checked = self.undo.check_history(&img, dfence_done)?;
         Ok(RecoveryReport { items, durable_ops_checked: checked })
     }
 }

@@ -19,12 +19,13 @@
 //! cross-table invariant that each record's `numUsed` equals the reservations customers hold on
 //! it (a torn transaction breaks it), plus the per-word history.
 
-use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
+use crate::atlas::undo_log::Tx;
+use crate::blocks::undo_tx::UndoTxs;
 use crate::ctx::{Ctx, Gen, Interleaver};
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
-use crate::whisper::common::{History, OP_READ, SETUP};
+use crate::whisper::common::OP_READ;
 use pmsim_trace::MemImage;
 
 pub static VACATION: WorkloadSpec = WorkloadSpec {
@@ -120,11 +121,10 @@ fn generate(p: &Params) -> Generated {
     let index = [0, 1, 2, 3].map(|_| g.heap.alloc_pm(n * 8, 64));
     let customers = g.heap.alloc_pm(n * CUST.div_ceil(64) * 64, 4096);
     let l = Layout { tables, index, customers, n };
-    let logs = alloc_logs(&mut g.heap, p.threads);
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
     let lock = g.heap.alloc_dram(64, 64);
     let stats = g.heap.alloc_dram(64 * p.threads as u64, 64);
-    let mut hist = History::default();
-    let setup_gid = {
+    {
         let mut c = g.ctx(0);
         let mut words = Vec::new();
         for t in 0..3 {
@@ -143,10 +143,8 @@ fn generate(p: &Params) -> Generated {
                 words.push(l.index[t] + id * 8);
             }
         }
-        let gid = c.dfence();
-        hist.record(SETUP, words, &c.g.heap);
-        gid
-    };
+        undo.setup_done(&mut c, words);
+    }
     let mut txid = 0u64;
     Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
         let action = c.rng().below(100);
@@ -161,19 +159,16 @@ fn generate(p: &Params) -> Generated {
         c.compute(compute);
         c.lock(lock);
         txid += 1;
-        let mut tx = Tx::begin(logs[c.thread], txid, true, false);
+        let mut tx = undo.begin(c, txid, true, false);
         let mut key = 0;
         match op {
             0 => key = make_reservation(c, &l, &mut tx, nq, range),
             2 => key = delete_customer(c, &l, &mut tx, range),
             _ => update_tables(c, &l, &mut tx, nq, range),
         }
-        let words = tx.commit(c);
-        if words.is_empty() {
+        if undo.commit(c, tx) == 0 {
             op = OP_READ;
         }
-        let idx = c.g.log.ops.len() as u32;
-        hist.record(idx, words, &c.g.heap);
         c.end(label, OpRecord { op, key, value: txid, ..Default::default() });
         if op != OP_READ {
             c.op_dfence();
@@ -185,8 +180,8 @@ fn generate(p: &Params) -> Generated {
         c.store_u64(s, v + 1);
         c.unlock(lock);
     });
-    let (trace, log) = g.finish();
-    Generated { trace, recovery: Box::new(VacRecovery { l, logs, hist, log, setup_gid }) }
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(VacRecovery { l, undo }) }
 }
 
 fn make_reservation(c: &mut Ctx<'_>, l: &Layout, tx: &mut Tx, nq: u64, range: u64) -> u64 {
@@ -279,18 +274,14 @@ fn update_tables(c: &mut Ctx<'_>, l: &Layout, tx: &mut Tx, nq: u64, range: u64) 
 
 struct VacRecovery {
     l: Layout,
-    logs: Vec<u64>,
-    hist: History,
-    log: OpLog,
-    setup_gid: u64,
+    undo: UndoTxs,
 }
 
 impl Recovery for VacRecovery {
     fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-        if !dfence_done(self.setup_gid) {
+        let img = self.undo.rolled_back(image)?;
+        let checked = self.undo.check_history(&img, dfence_done)?;
+        if !self.undo.setup_durable(dfence_done) {
             return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
         }
         let l = &self.l;
