@@ -13,10 +13,10 @@
 //! size ≤ capacity, every element well formed and unique, the heap property, and the per-word
 //! history (nothing invented, nothing durable lost).
 
-use crate::blocks::undo_tx::UndoTxs;
+use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
 use crate::ctx::{Ctx, Gen, Interleaver};
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{OpRecord, RecoveryError};
 use crate::registry::{Generated, WorkloadSpec};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
@@ -154,21 +154,15 @@ fn generate(p: &Params) -> Generated {
         c.unlock(lock);
     });
     let trace = undo.finish(g);
-    Generated { trace, recovery: Box::new(HeapRecovery { l, undo }) }
+    Generated { trace, recovery: Box::new(UndoRecovery { undo, structure: HeapRecovery { l } }) }
 }
 
 struct HeapRecovery {
     l: Layout,
-    undo: UndoTxs,
 }
 
-impl Recovery for HeapRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let img = self.undo.rolled_back(image)?;
-        if !self.undo.setup_durable(dfence_done) {
-            // Crash during the initial population (not failure-atomic): only history applies.
-            return self.undo.history_only(&img, dfence_done);
-        }
+impl Structure for HeapRecovery {
+    fn check(&self, img: &MemImage, _undo: &UndoTxs, _dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
         let l = &self.l;
         let n = img.read_u64(l.hdr);
         if n > l.cap {
@@ -191,7 +185,6 @@ impl Recovery for HeapRecovery {
             }
             prio.push(k);
         }
-        let checked = self.undo.check_history(&img, dfence_done)?;
-        Ok(RecoveryReport { items: n, durable_ops_checked: checked })
+        Ok(n)
     }
 }

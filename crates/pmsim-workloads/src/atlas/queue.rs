@@ -12,10 +12,10 @@
 //! FASE, walk from `head` (only allocated nodes, no cycle), check `tail` is the last node, every
 //! element well formed and the elements in enqueue order; per-word history check.
 
-use crate::blocks::undo_tx::UndoTxs;
+use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
 use crate::ctx::{Gen, Interleaver};
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{OpRecord, RecoveryError};
 use crate::registry::{Generated, WorkloadSpec};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
@@ -134,22 +134,16 @@ fn generate(p: &Params) -> Generated {
         c.unlock(lock);
     });
     let trace = undo.finish(g);
-    Generated { trace, recovery: Box::new(QueueRecovery { l, nodes, undo }) }
+    Generated { trace, recovery: Box::new(UndoRecovery { undo, structure: QueueRecovery { l, nodes } }) }
 }
 
 struct QueueRecovery {
     l: Layout,
     nodes: FxHashSet<u64>,
-    undo: UndoTxs,
 }
 
-impl Recovery for QueueRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let img = self.undo.rolled_back(image)?;
-        if !self.undo.setup_durable(dfence_done) {
-            // Crash during the initial population (not failure-atomic): only history applies.
-            return self.undo.history_only(&img, dfence_done);
-        }
+impl Structure for QueueRecovery {
+    fn check(&self, img: &MemImage, _undo: &UndoTxs, _dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
         let l = &self.l;
         let (head, tail) = (img.read_u64(l.hdr), img.read_u64(l.hdr + 8));
         let mut items = 0u64;
@@ -186,7 +180,6 @@ impl Recovery for QueueRecovery {
                 return Err(RecoveryError::new(format!("tail {tail:#x} is not the last node {cur:#x}")));
             }
         }
-        let checked = self.undo.check_history(&img, dfence_done)?;
-        Ok(RecoveryReport { items, durable_ops_checked: checked })
+        Ok(items)
     }
 }

@@ -14,4 +14,6 @@
 //!   draw the key, begin and charge the request's work). Used by memcached, vacation, N-Store,
 //!   the Atlas structures and the BROI driver.
 
+pub mod node;
+pub mod segment;
 pub mod undo_tx;

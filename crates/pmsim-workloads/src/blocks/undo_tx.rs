@@ -118,3 +118,28 @@ impl Recovery for UndoTxs {
         self.history_only(&img, dfence_done)
     }
 }
+
+/// A structure's own recovery check, run on an image whose transactions are rolled back and
+/// whose initial population was durable.
+pub trait Structure: Send + Sync {
+    /// Checks the structure's invariants; returns how many items it holds.
+    fn check(&self, img: &MemImage, undo: &UndoTxs, dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError>;
+}
+
+/// Recovery of an undo-logged structure: roll every log back; unless the crash came during the
+/// initial population (which is not failure-atomic), check the structure; then the history.
+pub struct UndoRecovery<S> {
+    pub undo: UndoTxs,
+    pub structure: S,
+}
+
+impl<S: Structure> Recovery for UndoRecovery<S> {
+    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
+        let img = self.undo.rolled_back(image)?;
+        if !self.undo.setup_durable(dfence_done) {
+            return self.undo.history_only(&img, dfence_done);
+        }
+        let items = self.structure.check(&img, &self.undo, dfence_done)?;
+        Ok(RecoveryReport { items, durable_ops_checked: self.undo.check_history(&img, dfence_done)? })
+    }
+}

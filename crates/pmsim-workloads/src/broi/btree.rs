@@ -9,28 +9,18 @@
 //! only lazily). Simplification: two levels; the root is sized from the footprint, and once it
 //! is full a split is refused (the insert becomes a lookup).
 
-use super::common::{
-    bytes_per_thread, drive, footprint, Done, Instance, Mirror, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION,
-};
+use super::common::{bytes_per_thread, drive, Done, Instance, Mirror, KEYED_PARAMS};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
-use crate::params::{ParamSpec, Params};
+use crate::params::Params;
 use crate::registry::{Generated, WorkloadSpec};
 
 pub static BTREE: WorkloadSpec = WorkloadSpec {
     name: "btree",
     description: "BROI Table IV: B+ tree per thread (sorted 15-key leaves, splits into the root), insert if absent / remove if found, undo-logged",
-    params: PARAMS,
+    params: KEYED_PARAMS,
     generate,
 };
-
-const PARAMS: &[ParamSpec] = &[
-    footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
-    REMOTE_GAP,
-    REMOTE_REGION,
-    COMPUTE,
-    LOG_GAP,
-];
 
 const SLOTS: usize = 15;
 const LEAF: u64 = 256;

@@ -48,6 +48,15 @@ pub const LOG_GAP: ParamSpec = ParamSpec {
 };
 pub const COMPUTE: ParamSpec = compute_up_to_2_32("20", "non-memory work per operation");
 
+/// The parameters of the keyed structures (hash, rbtree, btree): the seed's 256 MB footprint.
+pub const KEYED_PARAMS: &[ParamSpec] = &[
+    footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
+    REMOTE_GAP,
+    REMOTE_REGION,
+    COMPUTE,
+    LOG_GAP,
+];
+
 /// Bytes of the remote stream's ring.
 const REMOTE_RING: u64 = 1 << 20;
 

@@ -6,26 +6,18 @@
 //! logged store); remove unlinks (one logged store to the predecessor's `next` or the head).
 //! Removed nodes return to the thread's free list. Loads walk the chain, as the real lookup.
 
-use super::common::{bytes_per_thread, drive, footprint, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
+use super::common::{bytes_per_thread, drive, Done, Instance, KEYED_PARAMS};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
-use crate::params::{ParamSpec, Params};
+use crate::params::Params;
 use crate::registry::{Generated, WorkloadSpec};
 
 pub static HASH: WorkloadSpec = WorkloadSpec {
     name: "hash",
     description: "BROI Table IV: open-chain hash table per thread, insert if absent / remove if found, undo-logged",
-    params: PARAMS,
+    params: KEYED_PARAMS,
     generate,
 };
-
-const PARAMS: &[ParamSpec] = &[
-    footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
-    REMOTE_GAP,
-    REMOTE_REGION,
-    COMPUTE,
-    LOG_GAP,
-];
 
 struct Table {
     buckets: u64,

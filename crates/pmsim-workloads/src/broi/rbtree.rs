@@ -8,29 +8,19 @@
 //! pattern is the real one: a few scattered line updates per operation. Loads follow the search
 //! path.
 
-use super::common::{
-    bytes_per_thread, drive, footprint, Done, Instance, Mirror, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION,
-};
+use super::common::{bytes_per_thread, drive, Done, Instance, Mirror, KEYED_PARAMS};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
-use crate::params::{ParamSpec, Params};
+use crate::params::Params;
 use crate::registry::{Generated, WorkloadSpec};
 
 pub static RBTREE: WorkloadSpec = WorkloadSpec {
     name: "rbtree",
     description:
         "BROI Table IV: red-black tree per thread (LLRB insert/delete), insert if absent / remove if found, undo-logged",
-    params: PARAMS,
+    params: KEYED_PARAMS,
     generate,
 };
-
-const PARAMS: &[ParamSpec] = &[
-    footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
-    REMOTE_GAP,
-    REMOTE_REGION,
-    COMPUTE,
-    LOG_GAP,
-];
 
 const NIL: usize = usize::MAX;
 const KEY: u64 = 0;

@@ -214,9 +214,7 @@ fn generate(p: &Params) -> Generated {
         c.dfence();
     }
     let mut ix = Ix { root, expands: 0, expand_pct: p.get("expand_pct") };
-    let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-    let (trace, log) = g.finish();
-    truth.log = log;
+    let (trace, truth) = run(p, g, &mut ix, Mix::default());
     Generated { trace, recovery: Box::new(ClhtRecovery { root, truth }) }
 }
 

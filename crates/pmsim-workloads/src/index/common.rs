@@ -133,6 +133,14 @@ pub fn drive(p: &Params, g: &mut Gen, ix: &mut dyn Index, mix: Mix) -> Truth {
     t
 }
 
+/// Runs the operations ([`drive`]) and ends the trace: the trace and the truth with its op log.
+pub fn run(p: &Params, mut g: Gen, ix: &mut dyn Index, mix: Mix) -> (pmsim_trace::Trace, Truth) {
+    let mut truth = drive(p, &mut g, ix, mix);
+    let (trace, log) = g.finish();
+    truth.log = log;
+    (trace, truth)
+}
+
 impl Truth {
     /// Checks the entries a structure's recovery found: each is a written record of its key, no
     /// key appears twice with different records, every durable insert is present and every

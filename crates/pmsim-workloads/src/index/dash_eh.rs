@@ -25,12 +25,12 @@
 
 use super::common::*;
 use super::dash::{Geo, LD, NEXT, PATTERN, SPLITTING, STATE};
+use crate::blocks::segment::{point_upper_half, walk, write_doubled};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
-use rustc_hash::FxHashSet;
 
 pub static DASH_EH: WorkloadSpec = WorkloadSpec {
     name: "dash-eh",
@@ -94,23 +94,12 @@ impl Ix {
         let n = 1u64 << depth;
         let x = top(w, depth);
         if ld == depth {
-            let old_e = c.load_bytes(dir + DIR_ENTRIES, 8 * n as usize);
-            let nd = c.alloc_pm(DIR_ENTRIES + 16 * n, 64);
-            let mut e = Vec::with_capacity(16 * n as usize);
-            for i in 0..n {
-                let s = u64_at(&old_e, 8 * i as usize);
-                e.extend_from_slice(&s.to_le_bytes());
-                e.extend_from_slice(&(if i == x { new } else { s }).to_le_bytes());
-            }
-            c.store(nd + DIR_ENTRIES, &e);
+            let nd = write_doubled(c, dir + DIR_ENTRIES, DIR_ENTRIES, n, x, new);
             c.store_u64(nd, depth + 1);
             c.ofence();
             c.release_value(self.root, nd);
         } else {
-            let stride = 1u64 << (depth - ld);
-            let loc = x - x % stride;
-            let half: Vec<u8> = (0..stride / 2).flat_map(|_| new.to_le_bytes()).collect();
-            c.store(dir + DIR_ENTRIES + 8 * (loc + stride / 2), &half);
+            point_upper_half(c, dir + DIR_ENTRIES, depth, ld, x, new);
         }
         c.ofence();
         c.unlock(dir + DIR_LOCK);
@@ -173,9 +162,7 @@ fn generate(p: &Params) -> Generated {
         c.dfence();
     }
     let mut ix = Ix { root, geo };
-    let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-    let (trace, log) = g.finish();
-    truth.log = log;
+    let (trace, truth) = run(p, g, &mut ix, Mix::default());
     Generated { trace, recovery: Box::new(EhRecovery { root, geo, truth }) }
 }
 
@@ -194,41 +181,23 @@ impl Recovery for EhRecovery {
             if depth > 32 {
                 return err(format!("directory depth {depth}"));
             }
-            let cap = 1u64 << depth;
-            let entry = |i: u64| img.read_u64(dir + DIR_ENTRIES + 8 * i);
-            let mut seen = FxHashSet::default();
-            let mut i = 0;
-            while i < cap {
-                let seg = entry(i);
-                if seg == 0 {
-                    return err(format!("directory entry {i} is empty"));
+            walk(img, dir + DIR_ENTRIES, depth, |o| {
+                let ld = img.read_u64(o.seg + LD);
+                if ld > o.ld {
+                    return err(format!("segment {:#x}: local depth {ld} > {}", o.seg, o.ld));
                 }
-                guard(&mut seen, seg, "segment")?;
-                let mut run = 1;
-                while i + run < cap && entry(i + run) == seg {
-                    run += 1;
-                }
-                if !run.is_power_of_two() || i % run != 0 {
-                    return err(format!("segment {seg:#x} owns {run} entries from {i}"));
-                }
-                let true_ld = depth - run.trailing_zeros() as u64;
-                let ld = img.read_u64(seg + LD);
-                if ld > true_ld {
-                    return err(format!("segment {seg:#x}: local depth {ld} > {true_ld}"));
-                }
-                let pat = i >> (depth - true_ld);
-                let keep = |k: u64| top(k, true_ld) == pat;
-                self.geo.items(img, seg, keep, &mut found)?;
+                let keep = |k: u64| top(k, o.ld) == o.pattern;
+                self.geo.items(img, o.seg, keep, &mut found)?;
                 // Mid-split, the new segment (linked by NEXT) is authoritative only once the copy
                 // into it is persistent, which the old segment's new pattern (tagged with depth
                 // ld+1) shows; before that, every item is still in the old segment.
-                let next = img.read_u64(seg + NEXT);
-                let copied = img.read_u64(seg + PATTERN) >> 32 == ld + 1;
-                if img.read_u64(seg + STATE) == SPLITTING && next != 0 && copied {
+                let next = img.read_u64(o.seg + NEXT);
+                let copied = img.read_u64(o.seg + PATTERN) >> 32 == ld + 1;
+                if img.read_u64(o.seg + STATE) == SPLITTING && next != 0 && copied {
                     self.geo.items(img, next, keep, &mut found)?;
                 }
-                i += run;
-            }
+                Ok(())
+            })?;
         }
         found.sort_unstable();
         found.dedup();

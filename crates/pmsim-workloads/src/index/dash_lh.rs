@@ -150,9 +150,7 @@ fn generate(p: &Params) -> Generated {
         c.dfence();
     }
     let mut ix = lh;
-    let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-    let (trace, log) = g.finish();
-    truth.log = log;
+    let (trace, truth) = run(p, g, &mut ix, Mix::default());
     Generated { trace, recovery: Box::new(LhRecovery { root, lh, truth }) }
 }
 

@@ -2,7 +2,7 @@
 //! RECIPE), reimplemented from their published algorithms to reproduce each one's persist pattern.
 use crate::Workload;
 
-mod common;
+pub(crate) mod common;
 pub mod keys;
 
 mod cceh;

@@ -26,6 +26,7 @@
 //! the node before it (and, through the parent, every node published there).
 
 use super::common::*;
+use crate::blocks::node::{link, persist_new};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
@@ -151,8 +152,7 @@ impl Ix {
 
     fn write_new(c: &mut Ctx<'_>, b: &[u8]) -> u64 {
         let n = c.alloc_pm(b.len() as u64, 64);
-        store_nonzero_lines(c, n, b);
-        c.ofence();
+        persist_new(c, n, b);
         n
     }
 
@@ -176,8 +176,7 @@ impl Ix {
     fn change(c: &mut Ctx<'_>, n: u64, k: u64, child: u64) {
         let t = c.peek(n + TYPE, 1) as u8;
         let s = Self::slot(c, n, t, k).expect("parent slot exists");
-        c.store_u64(s, child);
-        c.ofence();
+        link(c, s, child);
     }
 
     fn add(c: &mut Ctx<'_>, n: u64, t: u8, k: u64, child: u64) {
@@ -306,9 +305,7 @@ fn generate(p: &Params) -> Generated {
         c.dfence();
     }
     let mut ix = Ix { root };
-    let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-    let (trace, log) = g.finish();
-    truth.log = log;
+    let (trace, truth) = run(p, g, &mut ix, Mix::default());
     Generated { trace, recovery: Box::new(ArtRecovery { root, truth }) }
 }
 

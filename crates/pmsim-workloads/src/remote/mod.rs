@@ -32,9 +32,9 @@
 mod pmdk;
 mod tpcc;
 
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{int, ParamSpec};
 use crate::recovery::{Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, Workload, WorkloadSpec};
 use pmsim_trace::{Event, Kind, MemImage, Trace, TraceBuilder, MAX_REGION_BYTES, SERVER_NODE};
 
 /// Per-thread state of the transform.
@@ -218,28 +218,9 @@ impl Recovery for ServerReplica {
     }
 }
 
-/// A client workload: a local generator and the transform.
-pub struct Client {
-    name: &'static str,
-    description: &'static str,
-    params: &'static [ParamSpec],
-    local: fn(&Params) -> Generated,
-}
-
-impl Workload for Client {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn description(&self) -> &'static str {
-        self.description
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        self.params
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let local = (self.local)(p);
-        Generated { trace: client_trace(&local.trace), recovery: Box::new(ServerReplica) }
-    }
+/// A client workload: the local generator's trace, transformed (see [`client_trace`]).
+fn as_client(local: Generated) -> Generated {
+    Generated { trace: client_trace(&local.trace), recovery: Box::new(ServerReplica) }
 }
 
 const YCSB_PARAMS: &[ParamSpec] = &[
@@ -273,35 +254,35 @@ const MEMCACHED_PARAMS: &[ParamSpec] = &[
 ];
 
 pub static WORKLOADS: &[&dyn Workload] = &[
-    &Client {
+    &WorkloadSpec {
         name: "rdma-tpcc",
         description: "client: TPC-C (New-Order, Payment, Delivery, Order-Status, Stock-Level) on an N-Store-like WAL engine; every log entry, link and row write replicated with rdma_pwrite, rdma_wait at commit",
         params: tpcc::PARAMS,
-        local: tpcc::generate,
+        generate: |p| as_client(tpcc::generate(p)),
     },
-    &Client {
+    &WorkloadSpec {
         name: "rdma-ycsb",
         description: "client: YCSB on N-Store's opt-WAL engine (the nstore generator); log entry, link, in-place update and log clear replicated with rdma_pwrite, rdma_wait at commit",
         params: YCSB_PARAMS,
-        local: |p| crate::whisper::nstore::NSTORE.generate(p),
+        generate: |p| as_client(crate::whisper::nstore::NSTORE.generate(p)),
     },
-    &Client {
+    &WorkloadSpec {
         name: "rdma-ctree",
         description: "client: PMDK ctree_map (crit-bit tree) insert-if-absent / remove-if-found transactions; undo entries, pointer swings and allocator updates replicated with rdma_pwrite",
         params: pmdk::CTREE_PARAMS,
-        local: pmdk::ctree,
+        generate: |p| as_client(pmdk::ctree(p)),
     },
-    &Client {
+    &WorkloadSpec {
         name: "rdma-hashmap",
         description: "client: PMDK hashmap_tx insert-if-absent / remove-if-found transactions; undo entries, bucket and count updates replicated with rdma_pwrite",
         params: pmdk::HASHMAP_PARAMS,
-        local: pmdk::hashmap,
+        generate: |p| as_client(pmdk::hashmap(p)),
     },
-    &Client {
+    &WorkloadSpec {
         name: "rdma-memcached",
         description: "client: persistent memcached (the memcached generator), memslap mix with 5% SET; each SET's undo-logged transaction replicated with rdma_pwrite, GETs local",
         params: MEMCACHED_PARAMS,
-        local: |p| crate::whisper::memcached::MEMCACHED.generate(p),
+        generate: |p| as_client(crate::whisper::memcached::MEMCACHED.generate(p)),
     },
 ];
 

@@ -17,10 +17,10 @@
 //! formed), the LRU list (doubly linked, same items), each key's state against its SET/evict
 //! history (nothing lost that a completed dfence made durable), and per-word history.
 
-use crate::blocks::undo_tx::UndoTxs;
+use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
 use crate::ctx::{Ctx, Gen, Interleaver};
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{OpRecord, RecoveryError};
 use crate::registry::{Generated, WorkloadSpec};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
@@ -220,13 +220,12 @@ fn generate(p: &Params) -> Generated {
         c.unlock(cache_lock);
     });
     let trace = undo.finish(g);
-    Generated { trace, recovery: Box::new(McRecovery { l, keyh, undo }) }
+    Generated { trace, recovery: Box::new(UndoRecovery { undo, structure: McRecovery { l, keyh } }) }
 }
 
 struct McRecovery {
     l: Layout,
     keyh: FxHashMap<u64, Vec<(u32, KeyEvent)>>,
-    undo: UndoTxs,
 }
 
 fn fail<T>(m: String) -> Result<T, RecoveryError> {
@@ -289,15 +288,10 @@ impl McRecovery {
     }
 }
 
-impl Recovery for McRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let img = self.undo.rolled_back(image)?;
-        let checked = self.undo.check_history(&img, dfence_done)?;
-        if !self.undo.setup_durable(dfence_done) {
-            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
-        }
-        let kv = self.structure(&img)?;
-        let durable = |op: u32| self.undo.log.ops.get(op as usize).and_then(|o| o.durable_at).is_some_and(dfence_done);
+impl Structure for McRecovery {
+    fn check(&self, img: &MemImage, undo: &UndoTxs, dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
+        let kv = self.structure(img)?;
+        let durable = |op: u32| undo.log.ops.get(op as usize).and_then(|o| o.durable_at).is_some_and(dfence_done);
         let mut keys: Vec<_> = self.keyh.iter().collect();
         keys.sort_unstable_by_key(|e| *e.0);
         for (&k, events) in keys {
@@ -320,6 +314,6 @@ impl Recovery for McRecovery {
                 return fail(format!("key {k} is present but was never SET"));
             }
         }
-        Ok(RecoveryReport { items: kv.len() as u64, durable_ops_checked: checked })
+        Ok(kv.len() as u64)
     }
 }

@@ -15,10 +15,10 @@
 //! check every tuple's key, that its value is one written to it and not older than the last
 //! durable update (per-word history).
 
-use crate::blocks::undo_tx::UndoTxs;
+use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
 use crate::ctx::{Gen, Interleaver};
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{OpRecord, RecoveryError};
 use crate::registry::{Generated, WorkloadSpec};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
@@ -114,22 +114,19 @@ fn generate(p: &Params) -> Generated {
         c.unlock(lock);
     });
     let trace = undo.finish(g);
-    Generated { trace, recovery: Box::new(NStoreRecovery { l, undo }) }
+    Generated { trace, recovery: Box::new(UndoRecovery { undo, structure: NStoreRecovery { l } }) }
 }
 
 struct NStoreRecovery {
     l: Layout,
-    undo: UndoTxs,
 }
 
-impl Recovery for NStoreRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let img = self.undo.rolled_back(image)?;
+impl Structure for NStoreRecovery {
+    /// Runs once the load phase's dfence completed (before it the table may be partly written).
+    fn check(&self, img: &MemImage, _: &UndoTxs, _: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
         let l = &self.l;
         let mut items = 0;
-        // Before the load phase's dfence the table may be partly written: only history applies.
-        let loaded = self.undo.setup_durable(dfence_done);
-        for i in (0..l.tuples).filter(|_| loaded) {
+        for i in 0..l.tuples {
             let key = key_of(&img.read_bytes(l.tuple(i), l.ks));
             let val = value_of(&img.read_bytes(l.val(i), l.vs));
             match (key, val) {
@@ -137,7 +134,6 @@ impl Recovery for NStoreRecovery {
                 _ => return Err(RecoveryError::new(format!("tuple {i} is not a well-formed row with key {i}"))),
             }
         }
-        let checked = self.undo.check_history(&img, dfence_done)?;
-        Ok(RecoveryReport { items, durable_ops_checked: checked })
+        Ok(items)
     }
 }

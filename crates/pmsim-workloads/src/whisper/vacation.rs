@@ -20,10 +20,10 @@
 //! it (a torn transaction breaks it), plus the per-word history.
 
 use crate::atlas::undo_log::Tx;
-use crate::blocks::undo_tx::UndoTxs;
+use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
 use crate::ctx::{Ctx, Gen, Interleaver};
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{OpRecord, RecoveryError};
 use crate::registry::{Generated, WorkloadSpec};
 use crate::whisper::common::OP_READ;
 use pmsim_trace::MemImage;
@@ -181,7 +181,7 @@ fn generate(p: &Params) -> Generated {
         c.unlock(lock);
     });
     let trace = undo.finish(g);
-    Generated { trace, recovery: Box::new(VacRecovery { l, undo }) }
+    Generated { trace, recovery: Box::new(UndoRecovery { undo, structure: VacRecovery { l } }) }
 }
 
 fn make_reservation(c: &mut Ctx<'_>, l: &Layout, tx: &mut Tx, nq: u64, range: u64) -> u64 {
@@ -274,16 +274,10 @@ fn update_tables(c: &mut Ctx<'_>, l: &Layout, tx: &mut Tx, nq: u64, range: u64) 
 
 struct VacRecovery {
     l: Layout,
-    undo: UndoTxs,
 }
 
-impl Recovery for VacRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let img = self.undo.rolled_back(image)?;
-        let checked = self.undo.check_history(&img, dfence_done)?;
-        if !self.undo.setup_durable(dfence_done) {
-            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
-        }
+impl Structure for VacRecovery {
+    fn check(&self, img: &MemImage, _undo: &UndoTxs, _dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
         let l = &self.l;
         let err = |m: String| Err(RecoveryError::new(m));
         let mut held = vec![vec![0u64; l.n as usize]; 3];
@@ -322,6 +316,6 @@ impl Recovery for VacRecovery {
                 items += 1;
             }
         }
-        Ok(RecoveryReport { items, durable_ops_checked: checked })
+        Ok(items)
     }
 }
