@@ -13,8 +13,9 @@
 //! size ≤ capacity, every element well formed and unique, the heap property, and the per-word
 //! history (nothing invented, nothing durable lost).
 
+use crate::blocks::requests::{Mix, Request};
 use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
-use crate::ctx::{Ctx, Gen, Interleaver};
+use crate::ctx::{Ctx, Gen};
 use crate::params::{compute, int, percent, ParamSpec, Params};
 use crate::recovery::{OpRecord, RecoveryError};
 use crate::registry::{Generated, WorkloadSpec};
@@ -96,13 +97,9 @@ fn generate(p: &Params) -> Generated {
         undo.setup_done(&mut c, words);
     }
     let mut txid = 0u64;
-    Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-        let insert = c.rng().percent(ins_pct);
-        let key = c.rng().below(1 << 32);
+    let mix = Mix { primary_pct: ins_pct, labels: ["insert", "delete-min"], keys: 1 << 32, compute };
+    mix.run(&mut g, p, |c, Request { primary: insert, key, label }| {
         txid += 1;
-        let label = if insert { "insert" } else { "delete-min" };
-        c.begin(label);
-        c.compute(compute);
         let mut tx = undo.begin_fase(c, lock, txid);
         let n = c.load_u64(hdr);
         let mut rec = OpRecord { op: if insert { 0 } else { 2 }, key, ..Default::default() };

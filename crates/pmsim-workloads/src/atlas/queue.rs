@@ -12,8 +12,9 @@
 //! FASE, walk from `head` (only allocated nodes, no cycle), check `tail` is the last node, every
 //! element well formed and the elements in enqueue order; per-word history check.
 
+use crate::blocks::requests::{Mix, Request};
 use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
-use crate::ctx::{Gen, Interleaver};
+use crate::ctx::Gen;
 use crate::params::{compute, int, percent, ParamSpec, Params};
 use crate::recovery::{OpRecord, RecoveryError};
 use crate::registry::{Generated, WorkloadSpec};
@@ -97,13 +98,9 @@ fn generate(p: &Params) -> Generated {
         undo.setup_done(&mut c, words);
     }
     let mut txid = 0u64;
-    Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-        let enq = c.rng().percent(enq_pct);
-        let key = c.rng().below(1 << 32);
+    let mix = Mix { primary_pct: enq_pct, labels: ["enqueue", "dequeue"], keys: 1 << 32, compute };
+    mix.run(&mut g, p, |c, Request { primary: enq, key, label }| {
         txid += 1;
-        let label = if enq { "enqueue" } else { "dequeue" };
-        c.begin(label);
-        c.compute(compute);
         let mut tx = undo.begin_fase(c, lock, txid);
         let mut rec = OpRecord { op: if enq { 0 } else { 2 }, key, ..Default::default() };
         if enq {

@@ -12,8 +12,9 @@
 //! level 0 (allocated nodes only, keys strictly increasing, well-formed elements), check each
 //! upper level is an ordered sub-list of nodes tall enough; per-word history check.
 
+use crate::blocks::requests::{Mix, Request};
 use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
-use crate::ctx::{Ctx, Gen, Interleaver};
+use crate::ctx::{Ctx, Gen};
 use crate::params::{compute, int, percent, ParamSpec, Params};
 use crate::recovery::{OpRecord, RecoveryError};
 use crate::registry::{Generated, WorkloadSpec};
@@ -128,13 +129,9 @@ fn generate(p: &Params) -> Generated {
         undo.setup_done(&mut c, words);
     }
     let mut txid = 0u64;
-    Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-        let ins = c.rng().percent(ins_pct);
-        let key = c.rng().below(keys);
+    let mix = Mix { primary_pct: ins_pct, labels: ["insert", "delete"], keys, compute };
+    mix.run(&mut g, p, |c, Request { primary: ins, key, label }| {
         txid += 1;
-        let label = if ins { "insert" } else { "delete" };
-        c.begin(label);
-        c.compute(compute);
         let mut tx = undo.begin_fase(c, lock, txid);
         let (preds, succ) = l.search(c, key);
         let found = succ != 0 && c.load_u64(succ + 8) == key + 1;

@@ -15,5 +15,6 @@
 //!   the Atlas structures and the BROI driver.
 
 pub mod node;
+pub mod requests;
 pub mod segment;
 pub mod undo_tx;

@@ -17,8 +17,9 @@
 //! formed), the LRU list (doubly linked, same items), each key's state against its SET/evict
 //! history (nothing lost that a completed dfence made durable), and per-word history.
 
+use crate::blocks::requests::{Mix, Request};
 use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
-use crate::ctx::{Ctx, Gen, Interleaver};
+use crate::ctx::{Ctx, Gen};
 use crate::params::{compute, int, percent, ParamSpec, Params};
 use crate::recovery::{OpRecord, RecoveryError};
 use crate::registry::{Generated, WorkloadSpec};
@@ -145,12 +146,9 @@ fn generate(p: &Params) -> Generated {
         undo.setup_done(&mut c, words);
     }
     let (mut txid, mut tag) = (0u64, 0u64);
-    Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-        let set = c.rng().percent(set_pct);
-        let key = c.rng().below(nkeys);
+    let mix = Mix { primary_pct: set_pct, labels: ["set", "get"], keys: nkeys, compute };
+    mix.run(&mut g, p, |c, Request { primary: set, key, .. }| {
         let m = l.meta;
-        c.begin(if set { "set" } else { "get" });
-        c.compute(compute);
         c.lock(cache_lock);
         if !set {
             let v = l.find(c, key).map(|(_, it)| c.load_bytes(l.val(it), l.vs));

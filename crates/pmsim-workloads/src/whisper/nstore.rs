@@ -15,8 +15,9 @@
 //! check every tuple's key, that its value is one written to it and not older than the last
 //! durable update (per-word history).
 
+use crate::blocks::requests::{Mix, Request};
 use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
-use crate::ctx::{Gen, Interleaver};
+use crate::ctx::Gen;
 use crate::params::{compute, int, percent, ParamSpec, Params};
 use crate::recovery::{OpRecord, RecoveryError};
 use crate::registry::{Generated, WorkloadSpec};
@@ -89,13 +90,9 @@ fn generate(p: &Params) -> Generated {
         undo.setup_done(&mut c, words);
     }
     let mut txid = 0u64;
-    Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-        let update = c.rng().percent(upd);
-        let key = c.rng().below(tuples);
+    let mix = Mix { primary_pct: upd, labels: ["update", "read"], keys: tuples, compute };
+    mix.run(&mut g, p, |c, Request { primary: update, key, label }| {
         let lock = locks + (key % parts) * 64;
-        let label = if update { "update" } else { "read" };
-        c.begin(label);
-        c.compute(compute);
         c.lock(lock);
         c.load_bytes(l.tuple(key), l.ks); // index lookup: compare the key
         if update {
