@@ -12,6 +12,9 @@
 //! asynchronous log pruning is done at the unlock. Recovery: roll back the active FASE, then check
 //! size ≤ capacity, every element well formed and unique, the heap property, and the per-word
 //! history (nothing invented, nothing durable lost).
+//!
+//! Built on [`crate::blocks::undo_tx`] (FASE logging, history, rollback) and
+//! [`crate::blocks::requests`] (the insert/delete-min mix).
 
 use crate::blocks::requests::{Mix, Request};
 use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};

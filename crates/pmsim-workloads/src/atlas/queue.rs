@@ -11,6 +11,8 @@
 //! Simplifications: nodes are never reused (bump allocation). Recovery: roll back the active
 //! FASE, walk from `head` (only allocated nodes, no cycle), check `tail` is the last node, every
 //! element well formed and the elements in enqueue order; per-word history check.
+//!
+//! Built on [`crate::blocks::undo_tx`] and [`crate::blocks::requests`] (the enqueue/dequeue mix).
 
 use crate::blocks::requests::{Mix, Request};
 use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};

@@ -11,6 +11,8 @@
 //! Simplifications: unlinked nodes are not reused. Recovery: roll back the active FASE, then walk
 //! level 0 (allocated nodes only, keys strictly increasing, well-formed elements), check each
 //! upper level is an ordered sub-list of nodes tall enough; per-word history check.
+//!
+//! Built on [`crate::blocks::undo_tx`] and [`crate::blocks::requests`] (the insert/delete mix).
 
 use crate::blocks::requests::{Mix, Request};
 use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};

@@ -8,6 +8,8 @@
 //! pattern. Remove shifts left; leaves are not merged (as STX does below its fill threshold
 //! only lazily). Simplification: two levels; the root is sized from the footprint, and once it
 //! is full a split is refused (the insert becomes a lookup).
+//!
+//! Built on [`crate::blocks::undo_tx`] through the BROI driver.
 
 use super::common::{bytes_per_thread, drive, Done, Instance, Mirror, KEYED_PARAMS};
 use crate::atlas::undo_log::Tx;

@@ -5,6 +5,10 @@
 //! Insert fills a fresh node (no undo record needed) and links it at its bucket's head (one
 //! logged store); remove unlinks (one logged store to the predecessor's `next` or the head).
 //! Removed nodes return to the thread's free list. Loads walk the chain, as the real lookup.
+//!
+//! Built on [`crate::blocks::undo_tx`] through the BROI driver. Simplifications: one private table
+//! per thread (no sharing, no locks), a fixed bucket count (no resize), 64 B nodes from a fixed
+//! per-thread pool (a full pool turns an insert into a read-only operation).
 
 use super::common::{bytes_per_thread, drive, Done, Instance, KEYED_PARAMS};
 use crate::atlas::undo_log::Tx;

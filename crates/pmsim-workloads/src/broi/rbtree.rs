@@ -7,6 +7,10 @@
 //! moved up by a delete) is persisted through the transaction, undo record first, so the persist
 //! pattern is the real one: a few scattered line updates per operation. Loads follow the search
 //! path.
+//!
+//! Built on [`crate::blocks::undo_tx`] through the BROI driver. Simplifications: one private tree
+//! per thread (no sharing, no locks); nodes from a fixed per-thread pool; the host-side mirror
+//! decides the rotations, the trace carries their loads and logged stores.
 
 use super::common::{bytes_per_thread, drive, Done, Instance, Mirror, KEYED_PARAMS};
 use crate::atlas::undo_log::Tx;

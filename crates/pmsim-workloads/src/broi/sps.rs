@@ -2,6 +2,9 @@
 //! Kiln): each operation reads two random 8 B entries and writes each with the other's value,
 //! both undo-logged. An entry never written holds its implicit initial value (index + 1), so
 //! the vector needs no initialisation pass.
+//!
+//! Built on [`crate::blocks::undo_tx`] through the BROI driver. Simplifications: one private
+//! vector per thread; the second index is uniform (the seed does not name a distribution).
 
 use super::common::{bytes_per_thread, drive, footprint, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;

@@ -4,6 +4,9 @@
 //! appends it to the source's adjacency array in one transaction: the edge slot {dest, weight}
 //! and the vertex's degree. Per thread: its own vertex partition. Full adjacency arrays drop
 //! the edge (a read-only operation).
+//!
+//! Built on [`crate::blocks::undo_tx`] through the BROI driver. Simplifications: fixed-capacity
+//! adjacency arrays (`max_degree`) instead of STAMP's growing ones; a power-of-two vertex count.
 
 use super::common::{bytes_per_thread, drive, footprint, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;

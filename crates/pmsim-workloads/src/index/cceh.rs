@@ -28,6 +28,9 @@
 //! `release`, a directory is read after an `acquire` of its lock word (released by the last
 //! directory update), and a search reads a segment after an `acquire` of the segment's lock word.
 //! Otherwise a thread could use a new segment or directory before its creator's stores landed.
+//!
+//! Built on [`crate::blocks::segment`] (directory doubling, in-place update, recovery walk); the
+//! probed-line segment is CCEH's own.
 
 use super::common::*;
 use crate::blocks::segment::{point_upper_half, walk, write_doubled};

@@ -22,6 +22,10 @@
 //! its depth, so the store after the copy's `ofence` is visible even when the pattern value is
 //! unchanged); a partial copy is ignored, every item still being in the old segment then; version
 //! locks are reset.
+//!
+//! Built on [`crate::blocks::segment`] (directory doubling, in-place update, recovery walk).
+//! Simplifications: those of [`super::dash`]; no directory halving or segment merge (the
+//! benchmark only inserts and searches).
 
 use super::common::*;
 use super::dash::{Geo, LD, NEXT, PATTERN, SPLITTING, STATE};

@@ -33,6 +33,9 @@
 //! mutex is released once the node is written (its construction), and the root pointer is stored
 //! by a `release` and read by an `acquire`. Without these, a thread that found a fresh sibling
 //! through a racy read could insert into it before its creator's stores had landed.
+//!
+//! Built on [`crate::blocks::node`] (node image, routing, sibling link, root growth, the B-link
+//! recovery walk); the in-node shift is FAST_FAIR's own.
 
 use super::common::*;
 use crate::blocks::node::{link, persist_new, publish_root, route, Blink, BlinkNode, NodeImage};

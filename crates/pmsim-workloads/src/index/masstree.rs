@@ -23,6 +23,8 @@
 //! `stable()` version read) before the node's other words, and the root pointer is read with an
 //! `acquire` and swapped with a `release`, so a reader sees every critical section that unlocked
 //! the node (and every node published through it) before it.
+//!
+//! Built on [`crate::blocks::node`]; the permutation-word insert is Masstree's own.
 
 use super::common::*;
 use crate::blocks::node::{link, persist_new, publish_root, route, Blink, BlinkNode, NodeImage};

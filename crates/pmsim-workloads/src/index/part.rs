@@ -24,6 +24,10 @@
 //! Synchronisation: a traversal reads each node's version word with an `acquire` (an atomic load
 //! in RECIPE's code) before the rest of the node, so it sees every critical section that unlocked
 //! the node before it (and, through the parent, every node published there).
+//!
+//! Built on [`crate::blocks::node`] (a node persisted before the pointer swap that links it).
+//! Simplifications: 8-byte keys only (the key word); no deletes (the benchmark inserts and
+//! searches); obsolete nodes are not reclaimed.
 
 use super::common::*;
 use crate::blocks::node::{link, persist_new};

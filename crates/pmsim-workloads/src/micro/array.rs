@@ -6,6 +6,8 @@
 //! through the stripe locks (release persistency) or the shared lines (epoch persistency).
 //! Recovery: each word holds 0 or a value written to it, at least as new as the newest write to it
 //! made durable by a completed dfence.
+//!
+//! A synthetic microbenchmark (no paper's data structure); nothing simplified beyond its definition.
 
 use crate::ctx::{Gen, Interleaver};
 use crate::params::{compute, int, multiple, ParamSpec, Params};

@@ -5,6 +5,9 @@
 //! block. Under conservative flushing each block waits for the previous one's ACK; under eager
 //! flushing blocks to both MCs overlap. Recovery: ofences order the blocks, so in any consistent
 //! image each thread's fully written blocks form a prefix (a block may be partly written).
+//!
+//! Simplification: blocks are written with plain stores in address order, one thread per core,
+//! as the paper's microbenchmark; no data structure.
 
 use crate::ctx::{Gen, Interleaver};
 use crate::params::{compute, multiple, ParamSpec, Params};

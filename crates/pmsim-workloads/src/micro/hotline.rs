@@ -12,6 +12,8 @@
 //! counter reached that value, so the counter must show at least it (the rmw precedes the stores
 //! after the ofence in every model); a slot holds 0 or the one ticket written there, and every
 //! operation made durable by a completed dfence shows its ticket.
+//!
+//! A synthetic stress workload (no paper's data structure); nothing simplified beyond its definition.
 
 use crate::ctx::{Gen, Interleaver};
 use crate::params::{compute_up_to_2_32, int, ParamSpec, Params};

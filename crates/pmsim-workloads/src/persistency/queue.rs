@@ -20,6 +20,10 @@
 //! so inserts complete out of order and the insert list does real work; CWL's inserts are one
 //! locked section each. COPY writes the 8-byte length and the entry with `copy_bytes`-wide stores
 //! (16 B: the SSE moves of the seed's x86 `memcpy`).
+//!
+//! Simplifications: a bounded array of slots (no wrap-around or removal: the seed's queue only
+//! inserts); the locks are real MCS locks but never contended (sections run one at a time).
+//! No building block applies: the barrier placement per persistency model is the workload.
 
 use super::mcs::Mcs;
 use crate::ctx::{Ctx, Gen};

@@ -16,6 +16,8 @@
 //! item free xor linked, count right), hash chains (keys hash to their bucket, unique, well
 //! formed), the LRU list (doubly linked, same items), each key's state against its SET/evict
 //! history (nothing lost that a completed dfence made durable), and per-word history.
+//!
+//! Built on [`crate::blocks::undo_tx`] and [`crate::blocks::requests`] (the SET/GET mix).
 
 use crate::blocks::requests::{Mix, Request};
 use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};

@@ -14,6 +14,9 @@
 //! Recovery (N-Store's `recovery()`): undo the entries of a non-empty log, newest first; then
 //! check every tuple's key, that its value is one written to it and not older than the last
 //! durable update (per-word history).
+//!
+//! Built on [`crate::blocks::undo_tx`] (linked undo log) and [`crate::blocks::requests`] (YCSB's
+//! update/read mix).
 
 use crate::blocks::requests::{Mix, Request};
 use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};

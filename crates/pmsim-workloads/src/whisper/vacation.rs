@@ -18,6 +18,8 @@
 //! transaction, then check every record (`used + free == total`), every customer, and the
 //! cross-table invariant that each record's `numUsed` equals the reservations customers hold on
 //! it (a torn transaction breaks it), plus the per-word history.
+//!
+//! Built on [`crate::blocks::undo_tx`] (its three-kind STAMP mix is drawn here).
 
 use crate::atlas::undo_log::Tx;
 use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
