@@ -13,6 +13,8 @@
 //! hash pattern the directory implies, from which the structure reads its live items.
 
 use crate::ctx::Ctx;
+#[cfg(test)]
+use crate::ctx::Gen;
 use crate::index::common::{err, guard, u64_at, R};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
@@ -77,4 +79,57 @@ pub fn walk(img: &MemImage, entries: u64, depth: u64, mut visit: impl FnMut(Owne
         i += run;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmsim_trace::WordVal;
+
+    fn directory(entries: &[u64]) -> MemImage {
+        let mut img = MemImage::new();
+        for (i, &s) in entries.iter().enumerate() {
+            img.set(0x1000 + 8 * i as u64, WordVal { data: s, id: 1 });
+        }
+        img
+    }
+
+    fn owned(img: &MemImage, depth: u64) -> R<Vec<(u64, u64, u64)>> {
+        let mut v = Vec::new();
+        walk(img, 0x1000, depth, |o| {
+            v.push((o.seg, o.ld, o.pattern));
+            Ok(())
+        })?;
+        Ok(v)
+    }
+
+    #[test]
+    fn walk_gives_each_segment_its_implied_depth_and_pattern() {
+        // Depth 2: segment A owns entries 0-1 (local depth 1), B entry 2, C entry 3.
+        let img = directory(&[0xa0, 0xa0, 0xb0, 0xc0]);
+        assert_eq!(owned(&img, 2).unwrap(), vec![(0xa0, 1, 0), (0xb0, 2, 2), (0xc0, 2, 3)]);
+    }
+
+    #[test]
+    fn walk_rejects_a_misaligned_run_an_empty_entry_and_a_shared_segment() {
+        assert!(owned(&directory(&[0xb0, 0xa0, 0xa0, 0xc0]), 2).is_err());
+        assert!(owned(&directory(&[0xa0, 0xa0, 0, 0xc0]), 2).is_err());
+        assert!(owned(&directory(&[0xa0, 0xb0, 0xa0, 0xc0]), 2).is_err());
+    }
+
+    #[test]
+    fn doubling_and_half_update_point_the_right_entries_at_the_new_segment() {
+        let p = crate::params::Params::parse("t", &[], &Default::default()).unwrap();
+        let mut g = Gen::new(&p);
+        let mut c = g.ctx(0);
+        let dir = c.alloc_pm(64 + 8 * 2, 64);
+        c.store(dir + 64, &[0xa0u64.to_le_bytes(), 0xb0u64.to_le_bytes()].concat());
+        let nd = write_doubled(&mut c, dir + 64, 64, 2, 1, 0xc0);
+        let e: Vec<u64> = (0..4).map(|i| c.peek(nd + 64 + 8 * i, 8)).collect();
+        assert_eq!(e, vec![0xa0, 0xa0, 0xb0, 0xc0]);
+        // Segment 0xa0 (local depth 1 at global depth 2) splits: its upper entry moves.
+        point_upper_half(&mut c, nd + 64, 2, 1, 0, 0xd0);
+        let e: Vec<u64> = (0..4).map(|i| c.peek(nd + 64 + 8 * i, 8)).collect();
+        assert_eq!(e, vec![0xa0, 0xd0, 0xb0, 0xc0]);
+    }
 }
