@@ -18,6 +18,7 @@ mod recovery;
 mod registry;
 
 pub mod atlas;
+pub mod blocks;
 pub mod broi;
 pub mod index;
 pub mod micro;

@@ -49,6 +49,21 @@ impl Range {
     }
 }
 
+/// A workload's share of one operation kind, in percent (`0..=100`).
+pub const fn percent(name: &'static str, default: &'static str, help: &'static str) -> ParamSpec {
+    ParamSpec { name, default, unit: "%", range: int(0, 100), help }
+}
+
+/// `compute`: the non-memory instructions a workload runs per operation (`0..=10^6`).
+pub const fn compute(default: &'static str, help: &'static str) -> ParamSpec {
+    ParamSpec { name: "compute", default, unit: "instructions", range: int(0, 1_000_000), help }
+}
+
+/// `compute` where a whole request's CPU work (up to 2^32 instructions) is one parameter.
+pub const fn compute_up_to_2_32(default: &'static str, help: &'static str) -> ParamSpec {
+    ParamSpec { range: int(0, 1 << 32), ..compute(default, help) }
+}
+
 /// Threads × ops above which a workload is refused: the trace is built in memory before it is
 /// simulated, up to about 4 KB per operation (fastfair: 80,000 operations took 440 MB of host
 /// memory, measured with `trace stats`), so 10^6 operations stay within ~4 GB.

@@ -21,9 +21,33 @@ pub trait Workload: Sync {
     fn generate(&self, p: &Params) -> Generated;
 }
 
+/// A workload given as plain data: its listing and the function that generates it. Each workload
+/// file declares one as a `static`, so the file holds its data structure's logic and nothing else.
+pub struct WorkloadSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub params: &'static [ParamSpec],
+    pub generate: fn(&Params) -> Generated,
+}
+
+impl Workload for WorkloadSpec {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn description(&self) -> &'static str {
+        self.description
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        self.params
+    }
+    fn generate(&self, p: &Params) -> Generated {
+        (self.generate)(p)
+    }
+}
+
 /// Every built-in workload, grouped as in the ASAP paper's Table III.
 pub static WORKLOADS: &[&dyn Workload] =
-    &[&crate::micro::bandwidth::Bandwidth, &crate::micro::array::ArrayUpdate, &crate::micro::hotline::HotLine];
+    &[&crate::micro::bandwidth::BANDWIDTH, &crate::micro::array::ARRAY_UPDATE, &crate::micro::hotline::HOT_LINE];
 
 pub fn names() -> Vec<&'static str> {
     all().map(|w| w.name()).collect()

@@ -12,16 +12,25 @@
 //! asynchronous log pruning is done at the unlock. Recovery: roll back the active FASE, then check
 //! size ≤ capacity, every element well formed and unique, the heap property, and the per-word
 //! history (nothing invented, nothing durable lost).
+//!
+//! Built on [`crate::blocks::undo_tx`] (FASE logging, history, rollback) and
+//! [`crate::blocks::requests`] (the insert/delete-min mix).
 
-use super::undo_log::{alloc_logs, fase_begin, fase_commit, rollback};
-use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
-use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use crate::blocks::requests::{Mix, Request};
+use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
+use crate::ctx::{Ctx, Gen};
+use crate::params::{compute, int, percent, ParamSpec, Params};
+use crate::recovery::{OpRecord, RecoveryError};
+use crate::registry::{Generated, WorkloadSpec};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
 
-pub struct AtlasHeap;
+pub static ATLAS_HEAP: WorkloadSpec = WorkloadSpec {
+    name: "atlas-heap",
+    description: "Atlas persistent binary heap: insert/delete-min in one lock-delimited FASE, undo record + ofence before every store",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -31,20 +40,8 @@ const PARAMS: &[ParamSpec] = &[
         range: int(0, 1 << 24),
         help: "elements in the heap before the run",
     },
-    ParamSpec {
-        name: "insert_pct",
-        default: "50",
-        unit: "%",
-        range: int(0, 100),
-        help: "share of inserts (the rest are delete-min)",
-    },
-    ParamSpec {
-        name: "compute",
-        default: "100",
-        unit: "instructions",
-        range: int(0, 1_000_000),
-        help: "non-memory work per operation (outside the lock)",
-    },
+    percent("insert_pct", "50", "share of inserts (the rest are delete-min)"),
+    compute("100", "non-memory work per operation (outside the lock)"),
 ];
 
 struct Layout {
@@ -73,131 +70,99 @@ fn elem(key: u64, tag: u64, l: &Layout) -> Vec<u8> {
     e
 }
 
-impl Workload for AtlasHeap {
-    fn name(&self) -> &'static str {
-        "atlas-heap"
+fn generate(p: &Params) -> Generated {
+    let initial = p.get("initial");
+    let ins_pct = p.get("insert_pct").min(100);
+    let compute = p.get("compute");
+    let mut g = Gen::new(p);
+    let (ks, vs) = (p.key_size, p.value_size);
+    let stride = r8(ks) + r8(vs);
+    let cap = initial + p.ops * p.threads as u64 + 1;
+    let hdr = g.heap.alloc_pm(64, 64);
+    let slots = g.heap.alloc_pm(cap * stride, 64);
+    let l = Layout { hdr, slots, cap, ks, vs, stride };
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
+    let lock = g.heap.alloc_dram(64, 64);
+    let mut tag = 0u64;
+    // Setup: a sorted array is a valid min-heap.
+    let mut keys: Vec<u64> = (0..initial).map(|_| g.rng.below(1 << 32)).collect();
+    keys.sort_unstable();
+    {
+        let mut c = g.ctx(0);
+        let mut words = Vec::new();
+        for (i, &k) in keys.iter().enumerate() {
+            tag += 1;
+            c.store(l.slot(i as u64), &elem(k, tag, &l));
+            words.extend((0..stride / 8).map(|w| l.slot(i as u64) + w * 8));
+        }
+        c.store_u64(hdr, initial);
+        words.push(hdr);
+        undo.setup_done(&mut c, words);
     }
-    fn description(&self) -> &'static str {
-        "Atlas persistent binary heap: insert/delete-min in one lock-delimited FASE, undo record + ofence before every store"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let initial = p.get("initial");
-        let ins_pct = p.get("insert_pct").min(100);
-        let compute = p.get("compute");
-        let mut g = Gen::new(p);
-        let (ks, vs) = (p.key_size, p.value_size);
-        let stride = r8(ks) + r8(vs);
-        let cap = initial + p.ops * p.threads as u64 + 1;
-        let hdr = g.heap.alloc_pm(64, 64);
-        let slots = g.heap.alloc_pm(cap * stride, 64);
-        let l = Layout { hdr, slots, cap, ks, vs, stride };
-        let logs = alloc_logs(&mut g.heap, p.threads);
-        let lock = g.heap.alloc_dram(64, 64);
-        let mut hist = History::default();
-        let mut tag = 0u64;
-        // Setup: a sorted array is a valid min-heap.
-        let mut keys: Vec<u64> = (0..initial).map(|_| g.rng.below(1 << 32)).collect();
-        keys.sort_unstable();
-        let setup_gid = {
-            let mut c = g.ctx(0);
-            let mut words = Vec::new();
-            for (i, &k) in keys.iter().enumerate() {
-                tag += 1;
-                c.store(l.slot(i as u64), &elem(k, tag, &l));
-                words.extend((0..stride / 8).map(|w| l.slot(i as u64) + w * 8));
-            }
-            c.store_u64(hdr, initial);
-            words.push(hdr);
-            let gid = c.dfence();
-            hist.record(SETUP, words, &c.g.heap);
-            gid
-        };
-        let mut txid = 0u64;
-        Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-            let insert = c.rng().percent(ins_pct);
-            let key = c.rng().below(1 << 32);
-            txid += 1;
-            let label = if insert { "insert" } else { "delete-min" };
-            c.begin(label);
-            c.compute(compute);
-            let mut tx = fase_begin(c, lock, logs[c.thread], txid);
-            let n = c.load_u64(hdr);
-            let mut rec = OpRecord { op: if insert { 0 } else { 2 }, key, ..Default::default() };
-            if insert {
-                tag += 1;
-                rec.value = tag;
-                let mut i = n;
-                tx.write(c, l.slot(i), &elem(key, tag, &l));
-                while i > 0 {
-                    let parent = (i - 1) / 2;
-                    if l.prio(c, parent) <= key + 1 {
-                        break;
-                    }
-                    let (a, b) =
-                        (c.load_bytes(l.slot(parent), stride as usize), c.load_bytes(l.slot(i), stride as usize));
-                    tx.write(c, l.slot(parent), &b);
-                    tx.write(c, l.slot(i), &a);
-                    i = parent;
+    let mut txid = 0u64;
+    let mix = Mix { primary_pct: ins_pct, labels: ["insert", "delete-min"], keys: 1 << 32, compute };
+    mix.run(&mut g, p, |c, Request { primary: insert, key, label }| {
+        txid += 1;
+        let mut tx = undo.begin_fase(c, lock, txid);
+        let n = c.load_u64(hdr);
+        let mut rec = OpRecord { op: if insert { 0 } else { 2 }, key, ..Default::default() };
+        if insert {
+            tag += 1;
+            rec.value = tag;
+            let mut i = n;
+            tx.write(c, l.slot(i), &elem(key, tag, &l));
+            while i > 0 {
+                let parent = (i - 1) / 2;
+                if l.prio(c, parent) <= key + 1 {
+                    break;
                 }
-                tx.write_u64(c, hdr, n + 1);
-            } else if n == 0 {
-                rec.op = OP_READ;
-            } else {
-                rec.key = c.load_u64(l.slot(0));
-                let last = c.load_bytes(l.slot(n - 1), stride as usize);
-                tx.write_u64(c, hdr, n - 1);
-                tx.write(c, l.slot(0), &last);
-                let (m, mut i) = (n - 1, 0u64);
-                loop {
-                    let (lc, rc) = (2 * i + 1, 2 * i + 2);
-                    let mut s = i;
-                    if lc < m && l.prio(c, lc) < l.prio(c, s) {
-                        s = lc;
-                    }
-                    if rc < m && l.prio(c, rc) < l.prio(c, s) {
-                        s = rc;
-                    }
-                    if s == i {
-                        break;
-                    }
-                    let (a, b) = (c.load_bytes(l.slot(i), stride as usize), c.load_bytes(l.slot(s), stride as usize));
-                    tx.write(c, l.slot(i), &b);
-                    tx.write(c, l.slot(s), &a);
-                    i = s;
-                }
+                let (a, b) = (c.load_bytes(l.slot(parent), stride as usize), c.load_bytes(l.slot(i), stride as usize));
+                tx.write(c, l.slot(parent), &b);
+                tx.write(c, l.slot(i), &a);
+                i = parent;
             }
-            let words = fase_commit(c, tx, lock);
-            let idx = c.g.log.ops.len() as u32;
-            hist.record(idx, words, &c.g.heap);
-            c.end(label, rec);
-            c.op_dfence();
-            c.unlock(lock);
-        });
-        let (trace, log) = g.finish();
-        Generated { trace, recovery: Box::new(HeapRecovery { l, logs, hist, log, setup_gid }) }
-    }
+            tx.write_u64(c, hdr, n + 1);
+        } else if n == 0 {
+            rec.op = OP_READ;
+        } else {
+            rec.key = c.load_u64(l.slot(0));
+            let last = c.load_bytes(l.slot(n - 1), stride as usize);
+            tx.write_u64(c, hdr, n - 1);
+            tx.write(c, l.slot(0), &last);
+            let (m, mut i) = (n - 1, 0u64);
+            loop {
+                let (lc, rc) = (2 * i + 1, 2 * i + 2);
+                let mut s = i;
+                if lc < m && l.prio(c, lc) < l.prio(c, s) {
+                    s = lc;
+                }
+                if rc < m && l.prio(c, rc) < l.prio(c, s) {
+                    s = rc;
+                }
+                if s == i {
+                    break;
+                }
+                let (a, b) = (c.load_bytes(l.slot(i), stride as usize), c.load_bytes(l.slot(s), stride as usize));
+                tx.write(c, l.slot(i), &b);
+                tx.write(c, l.slot(s), &a);
+                i = s;
+            }
+        }
+        undo.commit_fase(c, tx, lock);
+        c.end(label, rec);
+        c.op_dfence();
+        c.unlock(lock);
+    });
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(UndoRecovery { undo, structure: HeapRecovery { l } }) }
 }
 
 struct HeapRecovery {
     l: Layout,
-    logs: Vec<u64>,
-    hist: History,
-    log: OpLog,
-    setup_gid: u64,
 }
 
-impl Recovery for HeapRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        if !dfence_done(self.setup_gid) {
-            // Crash during the initial population (not failure-atomic): only history applies.
-            let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
-        }
+impl Structure for HeapRecovery {
+    fn check(&self, img: &MemImage, _undo: &UndoTxs, _dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
         let l = &self.l;
         let n = img.read_u64(l.hdr);
         if n > l.cap {
@@ -220,7 +185,6 @@ impl Recovery for HeapRecovery {
             }
             prio.push(k);
         }
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-        Ok(RecoveryReport { items: n, durable_ops_checked: checked })
+        Ok(n)
     }
 }

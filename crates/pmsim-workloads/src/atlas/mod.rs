@@ -7,4 +7,4 @@ pub mod queue;
 pub mod skiplist;
 pub mod undo_log;
 
-pub static WORKLOADS: &[&dyn Workload] = &[&heap::AtlasHeap, &queue::AtlasQueue, &skiplist::AtlasSkiplist];
+pub static WORKLOADS: &[&dyn Workload] = &[&heap::ATLAS_HEAP, &queue::ATLAS_QUEUE, &skiplist::ATLAS_SKIPLIST];

@@ -11,17 +11,25 @@
 //! Simplifications: nodes are never reused (bump allocation). Recovery: roll back the active
 //! FASE, walk from `head` (only allocated nodes, no cycle), check `tail` is the last node, every
 //! element well formed and the elements in enqueue order; per-word history check.
+//!
+//! Built on [`crate::blocks::undo_tx`] and [`crate::blocks::requests`] (the enqueue/dequeue mix).
 
-use super::undo_log::{alloc_logs, fase_begin, fase_commit, rollback};
-use crate::ctx::{Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
-use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use crate::blocks::requests::{Mix, Request};
+use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
+use crate::ctx::Gen;
+use crate::params::{compute, int, percent, ParamSpec, Params};
+use crate::recovery::{OpRecord, RecoveryError};
+use crate::registry::{Generated, WorkloadSpec};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
 
-pub struct AtlasQueue;
+pub static ATLAS_QUEUE: WorkloadSpec = WorkloadSpec {
+    name: "atlas-queue",
+    description: "Atlas persistent linked queue: enqueue/dequeue in one lock-delimited FASE, undo record + ofence before every store",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -31,20 +39,8 @@ const PARAMS: &[ParamSpec] = &[
         range: int(0, 1 << 24),
         help: "elements in the queue before the run",
     },
-    ParamSpec {
-        name: "enqueue_pct",
-        default: "50",
-        unit: "%",
-        range: int(0, 100),
-        help: "share of enqueues (the rest are dequeues)",
-    },
-    ParamSpec {
-        name: "compute",
-        default: "100",
-        unit: "instructions",
-        range: int(0, 1_000_000),
-        help: "non-memory work per operation (outside the lock)",
-    },
+    percent("enqueue_pct", "50", "share of enqueues (the rest are dequeues)"),
+    compute("100", "non-memory work per operation (outside the lock)"),
 ];
 
 /// Node: {next, key, value}.
@@ -66,118 +62,87 @@ impl Layout {
     }
 }
 
-impl Workload for AtlasQueue {
-    fn name(&self) -> &'static str {
-        "atlas-queue"
-    }
-    fn description(&self) -> &'static str {
-        "Atlas persistent linked queue: enqueue/dequeue in one lock-delimited FASE, undo record + ofence before every store"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let initial = p.get("initial");
-        let enq_pct = p.get("enqueue_pct").min(100);
-        let compute = p.get("compute");
-        let mut g = Gen::new(p);
-        let l = Layout {
-            hdr: g.heap.alloc_pm(64, 64),
-            ks: p.key_size,
-            vs: p.value_size,
-            size: 8 + r8(p.key_size) + r8(p.value_size),
-        };
-        let logs = alloc_logs(&mut g.heap, p.threads);
-        let lock = g.heap.alloc_dram(64, 64);
-        let mut hist = History::default();
-        let mut nodes: FxHashSet<u64> = FxHashSet::default();
-        let mut tag = 0u64;
-        let setup_gid = {
-            let mut c = g.ctx(0);
-            let sentinel = c.alloc_pm(l.size, 64);
-            nodes.insert(sentinel);
-            let mut words = vec![l.hdr, l.hdr + 8];
-            c.store(sentinel, &vec![0u8; l.size as usize]);
-            let mut prev = sentinel;
-            for _ in 0..initial {
-                let n = c.alloc_pm(l.size, 64);
-                nodes.insert(n);
-                tag += 1;
-                let key = c.rng().below(1 << 32);
-                c.store(n, &l.node(key, tag));
-                c.store_u64(prev, n);
-                words.extend((0..l.size / 8).map(|w| n + w * 8));
-                prev = n;
-            }
-            words.extend((0..l.size / 8).map(|w| sentinel + w * 8));
-            c.store_u64(l.hdr, sentinel);
-            c.store_u64(l.hdr + 8, prev);
-            let gid = c.dfence();
-            hist.record(SETUP, words, &c.g.heap);
-            gid
-        };
-        let mut txid = 0u64;
-        Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-            let enq = c.rng().percent(enq_pct);
+fn generate(p: &Params) -> Generated {
+    let initial = p.get("initial");
+    let enq_pct = p.get("enqueue_pct").min(100);
+    let compute = p.get("compute");
+    let mut g = Gen::new(p);
+    let l = Layout {
+        hdr: g.heap.alloc_pm(64, 64),
+        ks: p.key_size,
+        vs: p.value_size,
+        size: 8 + r8(p.key_size) + r8(p.value_size),
+    };
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
+    let lock = g.heap.alloc_dram(64, 64);
+    let mut nodes: FxHashSet<u64> = FxHashSet::default();
+    let mut tag = 0u64;
+    {
+        let mut c = g.ctx(0);
+        let sentinel = c.alloc_pm(l.size, 64);
+        nodes.insert(sentinel);
+        let mut words = vec![l.hdr, l.hdr + 8];
+        c.store(sentinel, &vec![0u8; l.size as usize]);
+        let mut prev = sentinel;
+        for _ in 0..initial {
+            let n = c.alloc_pm(l.size, 64);
+            nodes.insert(n);
+            tag += 1;
             let key = c.rng().below(1 << 32);
-            txid += 1;
-            let label = if enq { "enqueue" } else { "dequeue" };
-            c.begin(label);
-            c.compute(compute);
-            let mut tx = fase_begin(c, lock, logs[c.thread], txid);
-            let mut rec = OpRecord { op: if enq { 0 } else { 2 }, key, ..Default::default() };
-            if enq {
-                let n = c.alloc_pm(l.size, 64);
-                nodes.insert(n);
-                tag += 1;
-                rec.value = tag;
-                tx.fresh(n, l.size);
-                tx.write(c, n, &l.node(key, tag));
-                let tail = c.load_u64(l.hdr + 8);
-                tx.write_u64(c, tail, n);
-                tx.write_u64(c, l.hdr + 8, n);
-            } else {
-                let head = c.load_u64(l.hdr);
-                let first = c.load_u64(head);
-                if first == 0 {
-                    rec.op = OP_READ;
-                } else {
-                    let v = c.load_bytes(first + 8 + r8(l.ks), l.vs);
-                    rec.value = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
-                    rec.key = c.load_u64(first + 8);
-                    tx.write_u64(c, l.hdr, first);
-                }
-            }
-            let words = fase_commit(c, tx, lock);
-            let idx = c.g.log.ops.len() as u32;
-            hist.record(idx, words, &c.g.heap);
-            c.end(label, rec);
-            c.op_dfence();
-            c.unlock(lock);
-        });
-        let (trace, log) = g.finish();
-        Generated { trace, recovery: Box::new(QueueRecovery { l, nodes, logs, hist, log, setup_gid }) }
+            c.store(n, &l.node(key, tag));
+            c.store_u64(prev, n);
+            words.extend((0..l.size / 8).map(|w| n + w * 8));
+            prev = n;
+        }
+        words.extend((0..l.size / 8).map(|w| sentinel + w * 8));
+        c.store_u64(l.hdr, sentinel);
+        c.store_u64(l.hdr + 8, prev);
+        undo.setup_done(&mut c, words);
     }
+    let mut txid = 0u64;
+    let mix = Mix { primary_pct: enq_pct, labels: ["enqueue", "dequeue"], keys: 1 << 32, compute };
+    mix.run(&mut g, p, |c, Request { primary: enq, key, label }| {
+        txid += 1;
+        let mut tx = undo.begin_fase(c, lock, txid);
+        let mut rec = OpRecord { op: if enq { 0 } else { 2 }, key, ..Default::default() };
+        if enq {
+            let n = c.alloc_pm(l.size, 64);
+            nodes.insert(n);
+            tag += 1;
+            rec.value = tag;
+            tx.fresh(n, l.size);
+            tx.write(c, n, &l.node(key, tag));
+            let tail = c.load_u64(l.hdr + 8);
+            tx.write_u64(c, tail, n);
+            tx.write_u64(c, l.hdr + 8, n);
+        } else {
+            let head = c.load_u64(l.hdr);
+            let first = c.load_u64(head);
+            if first == 0 {
+                rec.op = OP_READ;
+            } else {
+                let v = c.load_bytes(first + 8 + r8(l.ks), l.vs);
+                rec.value = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
+                rec.key = c.load_u64(first + 8);
+                tx.write_u64(c, l.hdr, first);
+            }
+        }
+        undo.commit_fase(c, tx, lock);
+        c.end(label, rec);
+        c.op_dfence();
+        c.unlock(lock);
+    });
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(UndoRecovery { undo, structure: QueueRecovery { l, nodes } }) }
 }
 
 struct QueueRecovery {
     l: Layout,
     nodes: FxHashSet<u64>,
-    logs: Vec<u64>,
-    hist: History,
-    log: OpLog,
-    setup_gid: u64,
 }
 
-impl Recovery for QueueRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        if !dfence_done(self.setup_gid) {
-            // Crash during the initial population (not failure-atomic): only history applies.
-            let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
-        }
+impl Structure for QueueRecovery {
+    fn check(&self, img: &MemImage, _undo: &UndoTxs, _dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
         let l = &self.l;
         let (head, tail) = (img.read_u64(l.hdr), img.read_u64(l.hdr + 8));
         let mut items = 0u64;
@@ -214,7 +179,6 @@ impl Recovery for QueueRecovery {
                 return Err(RecoveryError::new(format!("tail {tail:#x} is not the last node {cur:#x}")));
             }
         }
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-        Ok(RecoveryReport { items, durable_ops_checked: checked })
+        Ok(items)
     }
 }

@@ -11,17 +11,26 @@
 //! Simplifications: unlinked nodes are not reused. Recovery: roll back the active FASE, then walk
 //! level 0 (allocated nodes only, keys strictly increasing, well-formed elements), check each
 //! upper level is an ordered sub-list of nodes tall enough; per-word history check.
+//!
+//! Built on [`crate::blocks::undo_tx`] and [`crate::blocks::requests`] (the insert/delete mix).
 
-use super::undo_log::{alloc_logs, fase_begin, fase_commit, rollback};
-use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
-use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use crate::blocks::requests::{Mix, Request};
+use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
+use crate::ctx::{Ctx, Gen};
+use crate::params::{compute, int, percent, ParamSpec, Params};
+use crate::recovery::{OpRecord, RecoveryError};
+use crate::registry::{Generated, WorkloadSpec};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-pub struct AtlasSkiplist;
+pub static ATLAS_SKIPLIST: WorkloadSpec = WorkloadSpec {
+    name: "atlas-skiplist",
+    description:
+        "Atlas persistent skip list: insert/delete in one lock-delimited FASE, undo record + ofence before every store",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -31,21 +40,9 @@ const PARAMS: &[ParamSpec] = &[
         range: int(2, 1 << 30),
         help: "key space; half of it is inserted before the run",
     },
-    ParamSpec {
-        name: "insert_pct",
-        default: "50",
-        unit: "%",
-        range: int(0, 100),
-        help: "share of inserts (the rest are deletes)",
-    },
+    percent("insert_pct", "50", "share of inserts (the rest are deletes)"),
     ParamSpec { name: "max_level", default: "12", unit: "levels", range: int(1, 32), help: "maximum node height" },
-    ParamSpec {
-        name: "compute",
-        default: "100",
-        unit: "instructions",
-        range: int(0, 1_000_000),
-        help: "non-memory work per operation (outside the lock)",
-    },
+    compute("100", "non-memory work per operation (outside the lock)"),
 ];
 
 /// Node: {level, key, value, next[level]}.
@@ -100,124 +97,93 @@ fn level(c: &mut Ctx<'_>, max: u64) -> u64 {
     l
 }
 
-impl Workload for AtlasSkiplist {
-    fn name(&self) -> &'static str {
-        "atlas-skiplist"
+fn generate(p: &Params) -> Generated {
+    let keys = p.get("keys").max(2);
+    let ins_pct = p.get("insert_pct").min(100);
+    let max = p.get("max_level").clamp(1, 32);
+    let compute = p.get("compute");
+    let mut g = Gen::new(p);
+    let mut l = Layout { head: 0, ks: p.key_size, vs: p.value_size, max };
+    l.head = g.heap.alloc_pm(l.size(max), 64);
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
+    let lock = g.heap.alloc_dram(64, 64);
+    let mut nodes: FxHashMap<u64, u64> = FxHashMap::default(); // node -> level
+    let mut tag = 0u64;
+    {
+        let mut c = g.ctx(0);
+        let mut words = Vec::new();
+        let mut last = vec![l.head; max as usize];
+        c.store_u64(l.head, max);
+        for k in (0..keys).filter(|k| k % 2 == 0) {
+            let lv = level(&mut c, max);
+            let n = c.alloc_pm(l.size(lv), 64);
+            nodes.insert(n, lv);
+            tag += 1;
+            c.store(n, &l.body(lv, k, tag));
+            for i in 0..lv {
+                c.store_u64(l.next_at(last[i as usize], i), n);
+                words.push(l.next_at(last[i as usize], i));
+                last[i as usize] = n;
+            }
+            words.extend((0..l.size(lv) / 8).map(|w| n + w * 8));
+        }
+        words.push(l.head);
+        undo.setup_done(&mut c, words);
     }
-    fn description(&self) -> &'static str {
-        "Atlas persistent skip list: insert/delete in one lock-delimited FASE, undo record + ofence before every store"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let keys = p.get("keys").max(2);
-        let ins_pct = p.get("insert_pct").min(100);
-        let max = p.get("max_level").clamp(1, 32);
-        let compute = p.get("compute");
-        let mut g = Gen::new(p);
-        let mut l = Layout { head: 0, ks: p.key_size, vs: p.value_size, max };
-        l.head = g.heap.alloc_pm(l.size(max), 64);
-        let logs = alloc_logs(&mut g.heap, p.threads);
-        let lock = g.heap.alloc_dram(64, 64);
-        let mut hist = History::default();
-        let mut nodes: FxHashMap<u64, u64> = FxHashMap::default(); // node -> level
-        let mut tag = 0u64;
-        let setup_gid = {
-            let mut c = g.ctx(0);
-            let mut words = Vec::new();
-            let mut last = vec![l.head; max as usize];
-            c.store_u64(l.head, max);
-            for k in (0..keys).filter(|k| k % 2 == 0) {
-                let lv = level(&mut c, max);
+    let mut txid = 0u64;
+    let mix = Mix { primary_pct: ins_pct, labels: ["insert", "delete"], keys, compute };
+    mix.run(&mut g, p, |c, Request { primary: ins, key, label }| {
+        txid += 1;
+        let mut tx = undo.begin_fase(c, lock, txid);
+        let (preds, succ) = l.search(c, key);
+        let found = succ != 0 && c.load_u64(succ + 8) == key + 1;
+        let mut rec = OpRecord { op: if ins { 0 } else { 2 }, key, ..Default::default() };
+        if ins {
+            tag += 1;
+            rec.value = tag;
+            if found {
+                rec.op = 1;
+                tx.write(c, succ + 8 + r8(l.ks), &value_bytes(tag, l.vs));
+            } else {
+                let lv = level(c, max);
                 let n = c.alloc_pm(l.size(lv), 64);
                 nodes.insert(n, lv);
-                tag += 1;
-                c.store(n, &l.body(lv, k, tag));
+                tx.fresh(n, l.size(lv));
+                let mut body = l.body(lv, key, tag);
                 for i in 0..lv {
-                    c.store_u64(l.next_at(last[i as usize], i), n);
-                    words.push(l.next_at(last[i as usize], i));
-                    last[i as usize] = n;
+                    let nx = c.load_u64(l.next_at(preds[i as usize], i));
+                    body.extend_from_slice(&nx.to_le_bytes());
                 }
-                words.extend((0..l.size(lv) / 8).map(|w| n + w * 8));
-            }
-            words.push(l.head);
-            let gid = c.dfence();
-            hist.record(SETUP, words, &c.g.heap);
-            gid
-        };
-        let mut txid = 0u64;
-        Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-            let ins = c.rng().percent(ins_pct);
-            let key = c.rng().below(keys);
-            txid += 1;
-            let label = if ins { "insert" } else { "delete" };
-            c.begin(label);
-            c.compute(compute);
-            let mut tx = fase_begin(c, lock, logs[c.thread], txid);
-            let (preds, succ) = l.search(c, key);
-            let found = succ != 0 && c.load_u64(succ + 8) == key + 1;
-            let mut rec = OpRecord { op: if ins { 0 } else { 2 }, key, ..Default::default() };
-            if ins {
-                tag += 1;
-                rec.value = tag;
-                if found {
-                    rec.op = 1;
-                    tx.write(c, succ + 8 + r8(l.ks), &value_bytes(tag, l.vs));
-                } else {
-                    let lv = level(c, max);
-                    let n = c.alloc_pm(l.size(lv), 64);
-                    nodes.insert(n, lv);
-                    tx.fresh(n, l.size(lv));
-                    let mut body = l.body(lv, key, tag);
-                    for i in 0..lv {
-                        let nx = c.load_u64(l.next_at(preds[i as usize], i));
-                        body.extend_from_slice(&nx.to_le_bytes());
-                    }
-                    tx.write(c, n, &body);
-                    for i in 0..lv {
-                        tx.write_u64(c, l.next_at(preds[i as usize], i), n);
-                    }
-                }
-            } else if found {
-                let lv = c.load_u64(succ);
+                tx.write(c, n, &body);
                 for i in 0..lv {
-                    let nx = c.load_u64(l.next_at(succ, i));
-                    tx.write_u64(c, l.next_at(preds[i as usize], i), nx);
+                    tx.write_u64(c, l.next_at(preds[i as usize], i), n);
                 }
-            } else {
-                rec.op = OP_READ;
             }
-            let words = fase_commit(c, tx, lock);
-            let idx = c.g.log.ops.len() as u32;
-            hist.record(idx, words, &c.g.heap);
-            c.end(label, rec);
-            c.op_dfence();
-            c.unlock(lock);
-        });
-        let (trace, log) = g.finish();
-        Generated { trace, recovery: Box::new(SkipRecovery { l, nodes, logs, hist, log, setup_gid }) }
-    }
+        } else if found {
+            let lv = c.load_u64(succ);
+            for i in 0..lv {
+                let nx = c.load_u64(l.next_at(succ, i));
+                tx.write_u64(c, l.next_at(preds[i as usize], i), nx);
+            }
+        } else {
+            rec.op = OP_READ;
+        }
+        undo.commit_fase(c, tx, lock);
+        c.end(label, rec);
+        c.op_dfence();
+        c.unlock(lock);
+    });
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(UndoRecovery { undo, structure: SkipRecovery { l, nodes } }) }
 }
 
 struct SkipRecovery {
     l: Layout,
     nodes: FxHashMap<u64, u64>,
-    logs: Vec<u64>,
-    hist: History,
-    log: OpLog,
-    setup_gid: u64,
 }
 
-impl Recovery for SkipRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        if !dfence_done(self.setup_gid) {
-            // Crash during the initial population (not failure-atomic): only history applies.
-            let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
-        }
+impl Structure for SkipRecovery {
+    fn check(&self, img: &MemImage, _undo: &UndoTxs, _dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
         let l = &self.l;
         let err = |m: String| Err(RecoveryError::new(m));
         // Level 0: every node allocated, well formed, keys strictly increasing.
@@ -270,7 +236,6 @@ impl Recovery for SkipRecovery {
                 (cur, last) = (nx, k);
             }
         }
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-        Ok(RecoveryReport { items: level0.len() as u64, durable_ops_checked: checked })
+        Ok(level0.len() as u64)
     }
 }

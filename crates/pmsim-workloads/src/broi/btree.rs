@@ -8,24 +8,21 @@
 //! pattern. Remove shifts left; leaves are not merged (as STX does below its fill threshold
 //! only lazily). Simplification: two levels; the root is sized from the footprint, and once it
 //! is full a split is refused (the insert becomes a lookup).
+//!
+//! Built on [`crate::blocks::undo_tx`] through the BROI driver.
 
-use super::common::{
-    bytes_per_thread, drive, footprint, Done, Instance, Mirror, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION,
-};
+use super::common::{bytes_per_thread, drive, Done, Instance, Mirror, KEYED_PARAMS};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
-use crate::params::{ParamSpec, Params};
-use crate::registry::{Generated, Workload};
+use crate::params::Params;
+use crate::registry::{Generated, WorkloadSpec};
 
-pub struct BTree;
-
-const PARAMS: &[ParamSpec] = &[
-    footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
-    REMOTE_GAP,
-    REMOTE_REGION,
-    COMPUTE,
-    LOG_GAP,
-];
+pub static BTREE: WorkloadSpec = WorkloadSpec {
+    name: "btree",
+    description: "BROI Table IV: B+ tree per thread (sorted 15-key leaves, splits into the root), insert if absent / remove if found, undo-logged",
+    params: KEYED_PARAMS,
+    generate,
+};
 
 const SLOTS: usize = 15;
 const LEAF: u64 = 256;
@@ -144,24 +141,13 @@ impl Tree {
     }
 }
 
-impl Workload for BTree {
-    fn name(&self) -> &'static str {
-        "btree"
-    }
-    fn description(&self) -> &'static str {
-        "BROI Table IV: B+ tree per thread (sorted 15-key leaves, splits into the root), insert if absent / remove if found, undo-logged"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let per = bytes_per_thread(p).max(8192);
-        let fanout = ((per / (LEAF + 16)) as usize).max(2);
-        drive(p, (fanout * SLOTS) as u64, |_, g| {
-            let root = g.heap.alloc_pm(16 + 16 * fanout as u64, 4096);
-            let pool = g.heap.alloc_pm(fanout as u64 * LEAF, 4096);
-            // One empty leaf under separator 0; it is written by the first insert.
-            Tree { root, fanout, pool, leaves: vec![Leaf::default()], dir: vec![(0, 0)], m: Mirror::default(), tag: 0 }
-        })
-    }
+fn generate(p: &Params) -> Generated {
+    let per = bytes_per_thread(p).max(8192);
+    let fanout = ((per / (LEAF + 16)) as usize).max(2);
+    drive(p, (fanout * SLOTS) as u64, |_, g| {
+        let root = g.heap.alloc_pm(16 + 16 * fanout as u64, 4096);
+        let pool = g.heap.alloc_pm(fanout as u64 * LEAF, 4096);
+        // One empty leaf under separator 0; it is written by the first insert.
+        Tree { root, fanout, pool, leaves: vec![Leaf::default()], dir: vec![(0, 0)], m: Mirror::default(), tag: 0 }
+    })
 }

@@ -8,13 +8,12 @@
 //! region with an `ofence` — the shape of `rdma_pwrite` traffic reaching the server's NVM (one
 //! barrier region per call). Run it with `broi.remote_threads = 1` so BROI treats it as remote.
 
-use crate::atlas::undo_log::{rollback, Tx};
+use crate::atlas::undo_log::Tx;
+use crate::blocks::undo_tx::UndoTxs;
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::params::{compute_up_to_2_32, int, ParamSpec, Params};
+use crate::recovery::OpRecord;
 use crate::registry::Generated;
-use crate::whisper::common::History;
-use pmsim_trace::MemImage;
 
 /// Parameters every Table IV workload has (after its own `footprint_kib`).
 /// `footprint_kib`: the PM footprint over all threads (each workload's default and the seed's size).
@@ -47,13 +46,16 @@ pub const LOG_GAP: ParamSpec = ParamSpec {
     unit: "bytes",
     range: int(0, 1 << 30), help: "space between consecutive threads' undo logs beyond the log size (0: logs exactly 256 KiB apart, all starting in one bank)",
 };
-pub const COMPUTE: ParamSpec = ParamSpec {
-    name: "compute",
-    default: "20",
-    unit: "instructions",
-    range: int(0, 1 << 32),
-    help: "non-memory work per operation",
-};
+pub const COMPUTE: ParamSpec = compute_up_to_2_32("20", "non-memory work per operation");
+
+/// The parameters of the keyed structures (hash, rbtree, btree): the seed's 256 MB footprint.
+pub const KEYED_PARAMS: &[ParamSpec] = &[
+    footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
+    REMOTE_GAP,
+    REMOTE_REGION,
+    COMPUTE,
+    LOG_GAP,
+];
 
 /// Bytes of the remote stream's ring.
 const REMOTE_RING: u64 = 1 << 20;
@@ -91,11 +93,11 @@ pub fn drive<I: Instance>(p: &Params, keys: u64, mut make: impl FnMut(usize, &mu
     let log_gap = p.get("log_gap").div_ceil(64) * 64;
     let logs: Vec<u64> =
         (0..workers).map(|_| g.heap.alloc_pm(crate::atlas::undo_log::LOG_BYTES + log_gap, 64)).collect();
+    let mut undo = UndoTxs::with_logs(logs);
     let mut inst: Vec<I> = (0..workers).map(|t| make(t, &mut g)).collect();
     let ring = if remote { g.heap.alloc_pm(REMOTE_RING, 4096) } else { 0 };
     let mut ring_off = 0u64;
     let mut rtag = 0u64;
-    let mut hist = History::default();
     let mut txid = 0u64;
     let keys = keys.max(1);
     Interleaver::run(&mut g, pg.threads, p.ops, |c, _| {
@@ -116,31 +118,15 @@ pub fn drive<I: Instance>(p: &Params, keys: u64, mut make: impl FnMut(usize, &mu
         txid += 1;
         c.begin("op");
         c.compute(compute);
-        let mut tx = Tx::begin(logs[c.thread], txid, true, false);
+        let mut tx = undo.begin(c, txid, true, false);
         let d = inst[c.thread].op(c, &mut tx, key);
-        let words = tx.commit(c);
-        let idx = c.g.log.ops.len() as u32;
-        hist.record(idx, words, &c.g.heap);
+        undo.commit(c, tx);
         c.end("op", OpRecord { op: d.op, key: d.key, value: d.value, ..Default::default() });
         c.op_dfence();
     });
-    let (trace, log) = g.finish();
-    Generated { trace, recovery: Box::new(LoggedRecovery { logs, hist, log }) }
-}
-
-struct LoggedRecovery {
-    logs: Vec<u64>,
-    hist: History,
-    log: OpLog,
-}
-
-impl Recovery for LoggedRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        let checked = self.hist.check(&img, &self.log, None, dfence_done)?;
-        Ok(RecoveryReport { items: 0, durable_ops_checked: checked })
-    }
+    let trace = undo.finish(g);
+    // Each thread's structure is private and its only invariant is its history.
+    Generated { trace, recovery: Box::new(undo) }
 }
 
 /// A host-side mirror of one node-structured PM region: fields are 8-byte words at

@@ -5,22 +5,23 @@
 //! Insert fills a fresh node (no undo record needed) and links it at its bucket's head (one
 //! logged store); remove unlinks (one logged store to the predecessor's `next` or the head).
 //! Removed nodes return to the thread's free list. Loads walk the chain, as the real lookup.
+//!
+//! Built on [`crate::blocks::undo_tx`] through the BROI driver. Simplifications: one private table
+//! per thread (no sharing, no locks), a fixed bucket count (no resize), 64 B nodes from a fixed
+//! per-thread pool (a full pool turns an insert into a read-only operation).
 
-use super::common::{bytes_per_thread, drive, footprint, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
+use super::common::{bytes_per_thread, drive, Done, Instance, KEYED_PARAMS};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
-use crate::params::{ParamSpec, Params};
-use crate::registry::{Generated, Workload};
+use crate::params::Params;
+use crate::registry::{Generated, WorkloadSpec};
 
-pub struct Hash;
-
-const PARAMS: &[ParamSpec] = &[
-    footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
-    REMOTE_GAP,
-    REMOTE_REGION,
-    COMPUTE,
-    LOG_GAP,
-];
+pub static HASH: WorkloadSpec = WorkloadSpec {
+    name: "hash",
+    description: "BROI Table IV: open-chain hash table per thread, insert if absent / remove if found, undo-logged",
+    params: KEYED_PARAMS,
+    generate,
+};
 
 struct Table {
     buckets: u64,
@@ -72,26 +73,15 @@ impl Instance for Table {
     }
 }
 
-impl Workload for Hash {
-    fn name(&self) -> &'static str {
-        "hash"
-    }
-    fn description(&self) -> &'static str {
-        "BROI Table IV: open-chain hash table per thread, insert if absent / remove if found, undo-logged"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let per = bytes_per_thread(p).max(8192);
-        // A quarter of the region for buckets, the rest for nodes; the key space keeps the
-        // table about half full.
-        let nbuckets = (per / 4 / 8).max(16);
-        let pool_nodes = (per - nbuckets * 8) / 64;
-        drive(p, pool_nodes, |_, g| {
-            let buckets = g.heap.alloc_pm(nbuckets * 8, 4096);
-            let pool = g.heap.alloc_pm(pool_nodes * 64, 4096);
-            Table { buckets, nbuckets, pool, pool_nodes, used: 0, free: Vec::new(), tag: 0 }
-        })
-    }
+fn generate(p: &Params) -> Generated {
+    let per = bytes_per_thread(p).max(8192);
+    // A quarter of the region for buckets, the rest for nodes; the key space keeps the
+    // table about half full.
+    let nbuckets = (per / 4 / 8).max(16);
+    let pool_nodes = (per - nbuckets * 8) / 64;
+    drive(p, pool_nodes, |_, g| {
+        let buckets = g.heap.alloc_pm(nbuckets * 8, 4096);
+        let pool = g.heap.alloc_pm(pool_nodes * 64, 4096);
+        Table { buckets, nbuckets, pool, pool_nodes, used: 0, free: Vec::new(), tag: 0 }
+    })
 }

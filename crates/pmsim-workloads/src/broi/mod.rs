@@ -17,4 +17,4 @@ pub mod ssca2;
 
 use crate::Workload;
 
-pub static WORKLOADS: &[&dyn Workload] = &[&hash::Hash, &rbtree::RbTree, &sps::Sps, &btree::BTree, &ssca2::Ssca2];
+pub static WORKLOADS: &[&dyn Workload] = &[&hash::HASH, &rbtree::RBTREE, &sps::SPS, &btree::BTREE, &ssca2::SSCA2];

@@ -7,24 +7,24 @@
 //! moved up by a delete) is persisted through the transaction, undo record first, so the persist
 //! pattern is the real one: a few scattered line updates per operation. Loads follow the search
 //! path.
+//!
+//! Built on [`crate::blocks::undo_tx`] through the BROI driver. Simplifications: one private tree
+//! per thread (no sharing, no locks); nodes from a fixed per-thread pool; the host-side mirror
+//! decides the rotations, the trace carries their loads and logged stores.
 
-use super::common::{
-    bytes_per_thread, drive, footprint, Done, Instance, Mirror, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION,
-};
+use super::common::{bytes_per_thread, drive, Done, Instance, Mirror, KEYED_PARAMS};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
-use crate::params::{ParamSpec, Params};
-use crate::registry::{Generated, Workload};
+use crate::params::Params;
+use crate::registry::{Generated, WorkloadSpec};
 
-pub struct RbTree;
-
-const PARAMS: &[ParamSpec] = &[
-    footprint("4096", "PM footprint over all threads (the seed: 256 MB)"),
-    REMOTE_GAP,
-    REMOTE_REGION,
-    COMPUTE,
-    LOG_GAP,
-];
+pub static RBTREE: WorkloadSpec = WorkloadSpec {
+    name: "rbtree",
+    description:
+        "BROI Table IV: red-black tree per thread (LLRB insert/delete), insert if absent / remove if found, undo-logged",
+    params: KEYED_PARAMS,
+    generate,
+};
 
 const NIL: usize = usize::MAX;
 const KEY: u64 = 0;
@@ -247,23 +247,12 @@ impl Instance for Tree {
     }
 }
 
-impl Workload for RbTree {
-    fn name(&self) -> &'static str {
-        "rbtree"
-    }
-    fn description(&self) -> &'static str {
-        "BROI Table IV: red-black tree per thread (LLRB insert/delete), insert if absent / remove if found, undo-logged"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let per = bytes_per_thread(p).max(8192);
-        let cap = (per / 64 - 1) as usize;
-        drive(p, 2 * cap as u64, |_, g| {
-            let root_word = g.heap.alloc_pm(64, 64);
-            let pool = g.heap.alloc_pm(cap as u64 * 64, 4096);
-            Tree { root_word, pool, cap, nodes: Vec::new(), free: Vec::new(), root: NIL, m: Mirror::default(), tag: 0 }
-        })
-    }
+fn generate(p: &Params) -> Generated {
+    let per = bytes_per_thread(p).max(8192);
+    let cap = (per / 64 - 1) as usize;
+    drive(p, 2 * cap as u64, |_, g| {
+        let root_word = g.heap.alloc_pm(64, 64);
+        let pool = g.heap.alloc_pm(cap as u64 * 64, 4096);
+        Tree { root_word, pool, cap, nodes: Vec::new(), free: Vec::new(), root: NIL, m: Mirror::default(), tag: 0 }
+    })
 }

@@ -2,14 +2,22 @@
 //! Kiln): each operation reads two random 8 B entries and writes each with the other's value,
 //! both undo-logged. An entry never written holds its implicit initial value (index + 1), so
 //! the vector needs no initialisation pass.
+//!
+//! Built on [`crate::blocks::undo_tx`] through the BROI driver. Simplifications: one private
+//! vector per thread; the second index is uniform (the seed does not name a distribution).
 
 use super::common::{bytes_per_thread, drive, footprint, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
 use crate::params::{ParamSpec, Params};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 
-pub struct Sps;
+pub static SPS: WorkloadSpec = WorkloadSpec {
+    name: "sps",
+    description: "BROI Table IV: random swaps between entries of a persistent vector per thread, undo-logged",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     footprint("16384", "PM footprint over all threads (the seed: 1 GB)"),
@@ -46,18 +54,7 @@ impl Instance for Vector {
     }
 }
 
-impl Workload for Sps {
-    fn name(&self) -> &'static str {
-        "sps"
-    }
-    fn description(&self) -> &'static str {
-        "BROI Table IV: random swaps between entries of a persistent vector per thread, undo-logged"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let n = (bytes_per_thread(p) / 8).max(64);
-        drive(p, n, |_, g| Vector { base: g.heap.alloc_pm(n * 8, 4096), n })
-    }
+fn generate(p: &Params) -> Generated {
+    let n = (bytes_per_thread(p) / 8).max(64);
+    drive(p, n, |_, g| Vector { base: g.heap.alloc_pm(n * 8, 4096), n })
 }

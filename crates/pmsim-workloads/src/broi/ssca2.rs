@@ -4,14 +4,22 @@
 //! appends it to the source's adjacency array in one transaction: the edge slot {dest, weight}
 //! and the vertex's degree. Per thread: its own vertex partition. Full adjacency arrays drop
 //! the edge (a read-only operation).
+//!
+//! Built on [`crate::blocks::undo_tx`] through the BROI driver. Simplifications: fixed-capacity
+//! adjacency arrays (`max_degree`) instead of STAMP's growing ones; a power-of-two vertex count.
 
 use super::common::{bytes_per_thread, drive, footprint, Done, Instance, COMPUTE, LOG_GAP, REMOTE_GAP, REMOTE_REGION};
 use crate::atlas::undo_log::Tx;
 use crate::ctx::Ctx;
 use crate::params::{int, ParamSpec, Params};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 
-pub struct Ssca2;
+pub static SSCA2: WorkloadSpec = WorkloadSpec {
+    name: "ssca2",
+    description: "BROI Table IV: SSCA 2.2 graph construction, R-MAT edges appended to adjacency arrays in transactions",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     footprint("256", "PM footprint over all threads (the seed: 16 MB)"),
@@ -70,27 +78,16 @@ impl Instance for Graph {
     }
 }
 
-impl Workload for Ssca2 {
-    fn name(&self) -> &'static str {
-        "ssca2"
-    }
-    fn description(&self) -> &'static str {
-        "BROI Table IV: SSCA 2.2 graph construction, R-MAT edges appended to adjacency arrays in transactions"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let max_degree = p.get("max_degree").clamp(1, 1024);
-        let per = bytes_per_thread(p);
-        let verts = (per / (max_degree * 16 + 8)).max(2);
-        let scale = 63 - verts.leading_zeros();
-        let verts = 1u64 << scale;
-        drive(p, 1 << 20, |_, g| Graph {
-            degrees: g.heap.alloc_pm(verts * 8, 4096),
-            adj: g.heap.alloc_pm(verts * max_degree * 16, 4096),
-            scale,
-            max_degree,
-        })
-    }
+fn generate(p: &Params) -> Generated {
+    let max_degree = p.get("max_degree").clamp(1, 1024);
+    let per = bytes_per_thread(p);
+    let verts = (per / (max_degree * 16 + 8)).max(2);
+    let scale = 63 - verts.leading_zeros();
+    let verts = 1u64 << scale;
+    drive(p, 1 << 20, |_, g| Graph {
+        degrees: g.heap.alloc_pm(verts * 8, 4096),
+        adj: g.heap.alloc_pm(verts * max_degree * 16, 4096),
+        scale,
+        max_degree,
+    })
 }

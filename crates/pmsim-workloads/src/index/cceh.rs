@@ -28,16 +28,25 @@
 //! `release`, a directory is read after an `acquire` of its lock word (released by the last
 //! directory update), and a search reads a segment after an `acquire` of the segment's lock word.
 //! Otherwise a thread could use a new segment or directory before its creator's stores landed.
+//!
+//! Built on [`crate::blocks::segment`] (directory doubling, in-place update, recovery walk); the
+//! probed-line segment is CCEH's own.
 
 use super::common::*;
+use crate::blocks::segment::{point_upper_half, walk, write_doubled};
 use crate::ctx::{Ctx, Gen};
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{int, percent, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
-use rustc_hash::FxHashSet;
 
-pub struct Cceh;
+pub static CCEH: WorkloadSpec = WorkloadSpec {
+    name: "cceh",
+    description:
+        "CCEH extendible hashing: value, ofence, key per insert; segment split then directory update, ofence-ordered",
+    params: PARAMS,
+    generate,
+};
 
 const SENTINEL: u64 = u64::MAX - 1;
 const SUSPENDED: u64 = u64::MAX;
@@ -65,13 +74,7 @@ const PARAMS: &[ParamSpec] = &[
         range: int(1, 1 << 16),
         help: "lines probed from each of the two hash positions",
     },
-    ParamSpec {
-        name: "search_pct",
-        default: "20",
-        unit: "%",
-        range: int(0, 100),
-        help: "operations that search an inserted key",
-    },
+    percent("search_pct", "20", "operations that search an inserted key"),
     COMPUTE_PARAM,
 ];
 
@@ -165,16 +168,7 @@ impl Ix {
             c.cas(dir, 0, SUSPENDED);
             let n = 1u64 << depth;
             let x = top(w, depth);
-            let old_e = c.load_bytes(dir + DIR_ENTRIES, 8 * n as usize);
-            let nd = c.alloc_pm(DIR_ENTRIES + 16 * n, 64);
-            let mut e = Vec::with_capacity(16 * n as usize);
-            for i in 0..n {
-                let s = u64_at(&old_e, 8 * i as usize);
-                let (a, b) = if i == x { (s, new) } else { (s, s) };
-                e.extend_from_slice(&a.to_le_bytes());
-                e.extend_from_slice(&b.to_le_bytes());
-            }
-            c.store(nd + DIR_ENTRIES, &e);
+            let nd = write_doubled(c, dir + DIR_ENTRIES, DIR_ENTRIES, n, x, new);
             c.store(nd + 8, &[(depth + 1).to_le_bytes(), (2 * n).to_le_bytes()].concat());
             c.ofence();
             c.release_value(l.root, nd);
@@ -182,10 +176,7 @@ impl Ix {
         } else {
             c.lock(dir);
             let x = top(w, depth);
-            let stride = 1u64 << (depth - ld);
-            let loc = x - x % stride;
-            let half = (0..stride / 2).flat_map(|_| new.to_le_bytes()).collect::<Vec<u8>>();
-            c.store(dir + DIR_ENTRIES + 8 * (loc + stride / 2), &half);
+            point_upper_half(c, dir + DIR_ENTRIES, depth, ld, x, new);
             c.ofence();
             c.unlock(dir);
         }
@@ -239,32 +230,19 @@ impl Index for Ix {
     }
 }
 
-impl Workload for Cceh {
-    fn name(&self) -> &'static str {
-        "cceh"
-    }
-    fn description(&self) -> &'static str {
-        "CCEH extendible hashing: value, ofence, key per insert; segment split then directory update, ofence-ordered"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let mut g = Gen::new(p);
-        let l = Layout {
-            root: g.heap.alloc_pm(64, 64),
-            lines: p.get("segment_lines").clamp(4, 1 << 16),
-            probe: p.get("probe_lines").max(1),
-        };
-        let l = Layout { probe: l.probe.min(l.lines / 2).max(1), ..l };
-        Ix::setup(&mut g.ctx(0), l, p.get("initial_depth").min(16));
-        let mut ix = Ix { l };
-        let mix = Mix { search_pct: p.get("search_pct").min(100), delete_pct: 0 };
-        let mut truth = drive(p, &mut g, &mut ix, mix);
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(CcehRecovery { l, truth }) }
-    }
+fn generate(p: &Params) -> Generated {
+    let mut g = Gen::new(p);
+    let l = Layout {
+        root: g.heap.alloc_pm(64, 64),
+        lines: p.get("segment_lines").clamp(4, 1 << 16),
+        probe: p.get("probe_lines").max(1),
+    };
+    let l = Layout { probe: l.probe.min(l.lines / 2).max(1), ..l };
+    Ix::setup(&mut g.ctx(0), l, p.get("initial_depth").min(16));
+    let mut ix = Ix { l };
+    let mix = Mix { search_pct: p.get("search_pct").min(100), delete_pct: 0 };
+    let (trace, truth) = run(p, g, &mut ix, mix);
+    Generated { trace, recovery: Box::new(CcehRecovery { l, truth }) }
 }
 
 struct CcehRecovery {
@@ -283,43 +261,28 @@ impl Recovery for CcehRecovery {
             if depth > 32 || cap != 1 << depth {
                 return err(format!("directory {dir:#x}: depth {depth}, capacity {cap}"));
             }
-            let entry = |i: u64| img.read_u64(dir + DIR_ENTRIES + 8 * i);
-            let mut seen = FxHashSet::default();
-            let mut i = 0;
-            while i < cap {
-                let seg = entry(i);
-                if seg == 0 {
-                    return err(format!("directory entry {i} is empty"));
+            walk(img, dir + DIR_ENTRIES, depth, |o| {
+                let ld = img.read_u64(l.hdr(o.seg) + 8);
+                if ld > o.ld {
+                    return err(format!(
+                        "segment {:#x} has local depth {ld} > {} implied by the directory",
+                        o.seg, o.ld
+                    ));
                 }
-                guard(&mut seen, seg, "segment")?;
-                let mut run = 1;
-                while i + run < cap && entry(i + run) == seg {
-                    run += 1;
-                }
-                if !run.is_power_of_two() || i % run != 0 {
-                    return err(format!("segment {seg:#x} owns {run} entries from {i}: not an aligned power of two"));
-                }
-                let true_ld = depth - run.trailing_zeros() as u64;
-                let ld = img.read_u64(l.hdr(seg) + 8);
-                if ld > true_ld {
-                    return err(format!("segment {seg:#x} has local depth {ld} > {true_ld} implied by the directory"));
-                }
-                // ld < true_ld: crashed between the directory update and the depth bump; CCEH's
+                // ld < o.ld: crashed between the directory update and the depth bump; CCEH's
                 // recovery sets the depth the directory implies.
-                let pat = i >> (depth - true_ld);
                 for s in 0..l.slots() {
-                    let k = img.read_u64(seg + s * 16);
-                    if !live(k, true_ld, pat) {
+                    let k = img.read_u64(o.seg + s * 16);
+                    if !live(k, o.ld, o.pattern) {
                         continue;
                     }
                     if !l.probe_slots(k).any(|t| t == s) {
-                        return err(format!("key {k:#x} in slot {s} of {seg:#x}, outside its probe ranges"));
+                        return err(format!("key {k:#x} in slot {s} of {:#x}, outside its probe ranges", o.seg));
                     }
-                    let v = img.read_u64(seg + s * 16 + 8);
-                    found.push((k, v));
+                    found.push((k, img.read_u64(o.seg + s * 16 + 8)));
                 }
-                i += run;
-            }
+                Ok(())
+            })?;
         }
         self.truth.verify(img, &found, dfence_done)
     }

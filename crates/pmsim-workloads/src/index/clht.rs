@@ -26,11 +26,16 @@ use super::common::*;
 use crate::ctx::{Ctx, Gen};
 use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
 
-pub struct PClht;
+pub static P_CLHT: WorkloadSpec = WorkloadSpec {
+    name: "p-clht",
+    description: "RECIPE P-CLHT: 64 B buckets; value, ofence, key, ofence under a bucket lock; resize builds a table then swaps the root",
+    params: PARAMS,
+    generate,
+};
 
 const KEYS: u64 = 8;
 const VALS: u64 = 32;
@@ -197,33 +202,20 @@ impl Index for Ix {
     }
 }
 
-impl Workload for PClht {
-    fn name(&self) -> &'static str {
-        "p-clht"
+fn generate(p: &Params) -> Generated {
+    let nb = p.get("initial_buckets").clamp(1, 1 << 24).next_power_of_two();
+    let mut g = Gen::new(p);
+    let root = g.heap.alloc_pm(64, 64);
+    {
+        let mut c = g.ctx(0);
+        let (ht, _) = layout(&mut c, nb, &[]);
+        c.ofence();
+        c.store_u64(root, ht);
+        c.dfence();
     }
-    fn description(&self) -> &'static str {
-        "RECIPE P-CLHT: 64 B buckets; value, ofence, key, ofence under a bucket lock; resize builds a table then swaps the root"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let nb = p.get("initial_buckets").clamp(1, 1 << 24).next_power_of_two();
-        let mut g = Gen::new(p);
-        let root = g.heap.alloc_pm(64, 64);
-        {
-            let mut c = g.ctx(0);
-            let (ht, _) = layout(&mut c, nb, &[]);
-            c.ofence();
-            c.store_u64(root, ht);
-            c.dfence();
-        }
-        let mut ix = Ix { root, expands: 0, expand_pct: p.get("expand_pct") };
-        let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(ClhtRecovery { root, truth }) }
-    }
+    let mut ix = Ix { root, expands: 0, expand_pct: p.get("expand_pct") };
+    let (trace, truth) = run(p, g, &mut ix, Mix::default());
+    Generated { trace, recovery: Box::new(ClhtRecovery { root, truth }) }
 }
 
 struct ClhtRecovery {

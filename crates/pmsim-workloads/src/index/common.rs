@@ -10,7 +10,7 @@
 
 use super::keys;
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{compute, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, RecoveryError, RecoveryReport};
 use pmsim_trace::MemImage;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -25,13 +25,7 @@ pub const HASH_COST: u64 = 20;
 pub const PROBE_COST: u64 = 2;
 
 /// Parameters every index workload has besides the common ones.
-pub const COMPUTE_PARAM: ParamSpec = ParamSpec {
-    name: "compute",
-    default: "100",
-    unit: "instructions",
-    range: int(0, 1_000_000),
-    help: "application work before each operation (request handling)",
-};
+pub const COMPUTE_PARAM: ParamSpec = compute("100", "application work before each operation (request handling)");
 
 /// The top `bits` bits of `h` (0 when `bits` is 0): the directory index of extendible hashing.
 pub fn top(h: u64, bits: u64) -> u64 {
@@ -137,6 +131,14 @@ pub fn drive(p: &Params, g: &mut Gen, ix: &mut dyn Index, mix: Mix) -> Truth {
         c.op_dfence();
     });
     t
+}
+
+/// Runs the operations ([`drive`]) and ends the trace: the trace and the truth with its op log.
+pub fn run(p: &Params, mut g: Gen, ix: &mut dyn Index, mix: Mix) -> (pmsim_trace::Trace, Truth) {
+    let mut truth = drive(p, &mut g, ix, mix);
+    let (trace, log) = g.finish();
+    truth.log = log;
+    (trace, truth)
 }
 
 impl Truth {

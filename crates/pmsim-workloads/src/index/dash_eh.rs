@@ -22,17 +22,26 @@
 //! its depth, so the store after the copy's `ofence` is visible even when the pattern value is
 //! unchanged); a partial copy is ignored, every item still being in the old segment then; version
 //! locks are reset.
+//!
+//! Built on [`crate::blocks::segment`] (directory doubling, in-place update, recovery walk).
+//! Simplifications: those of [`super::dash`]; no directory halving or segment merge (the
+//! benchmark only inserts and searches).
 
 use super::common::*;
 use super::dash::{Geo, LD, NEXT, PATTERN, SPLITTING, STATE};
+use crate::blocks::segment::{point_upper_half, walk, write_doubled};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
-use rustc_hash::FxHashSet;
 
-pub struct DashEh;
+pub static DASH_EH: WorkloadSpec = WorkloadSpec {
+    name: "dash-eh",
+    description: "Dash extendible hashing: pair, ofence, fingerprint+bitmap, ofence; stash, displacement; state-logged segment split",
+    params: PARAMS,
+    generate,
+};
 
 const DIR_ENTRIES: u64 = 64;
 /// The directory's lock word (its header line: depth at 0).
@@ -89,23 +98,12 @@ impl Ix {
         let n = 1u64 << depth;
         let x = top(w, depth);
         if ld == depth {
-            let old_e = c.load_bytes(dir + DIR_ENTRIES, 8 * n as usize);
-            let nd = c.alloc_pm(DIR_ENTRIES + 16 * n, 64);
-            let mut e = Vec::with_capacity(16 * n as usize);
-            for i in 0..n {
-                let s = u64_at(&old_e, 8 * i as usize);
-                e.extend_from_slice(&s.to_le_bytes());
-                e.extend_from_slice(&(if i == x { new } else { s }).to_le_bytes());
-            }
-            c.store(nd + DIR_ENTRIES, &e);
+            let nd = write_doubled(c, dir + DIR_ENTRIES, DIR_ENTRIES, n, x, new);
             c.store_u64(nd, depth + 1);
             c.ofence();
             c.release_value(self.root, nd);
         } else {
-            let stride = 1u64 << (depth - ld);
-            let loc = x - x % stride;
-            let half: Vec<u8> = (0..stride / 2).flat_map(|_| new.to_le_bytes()).collect();
-            c.store(dir + DIR_ENTRIES + 8 * (loc + stride / 2), &half);
+            point_upper_half(c, dir + DIR_ENTRIES, depth, ld, x, new);
         }
         c.ofence();
         c.unlock(dir + DIR_LOCK);
@@ -146,43 +144,30 @@ impl Index for Ix {
     }
 }
 
-impl Workload for DashEh {
-    fn name(&self) -> &'static str {
-        "dash-eh"
-    }
-    fn description(&self) -> &'static str {
-        "Dash extendible hashing: pair, ofence, fingerprint+bitmap, ofence; stash, displacement; state-logged segment split"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let geo = Geo { nb: p.get("buckets").clamp(4, 1 << 12).next_power_of_two() };
-        let depth = p.get("initial_depth").min(12);
-        let mut g = Gen::new(p);
-        let root = g.heap.alloc_pm(64, 64);
-        {
-            let mut c = g.ctx(0);
-            let n = 1u64 << depth;
-            let dir = c.alloc_pm(DIR_ENTRIES + 8 * n, 64);
-            let mut e = Vec::new();
-            for i in 0..n {
-                let seg = c.alloc_pm(geo.seg_bytes(), 64);
-                c.store(seg, &[depth.to_le_bytes(), pattern(depth, i).to_le_bytes()].concat());
-                e.extend_from_slice(&seg.to_le_bytes());
-            }
-            c.store(dir + DIR_ENTRIES, &e);
-            c.store_u64(dir, depth);
-            c.ofence();
-            c.store_u64(root, dir);
-            c.dfence();
+fn generate(p: &Params) -> Generated {
+    let geo = Geo { nb: p.get("buckets").clamp(4, 1 << 12).next_power_of_two() };
+    let depth = p.get("initial_depth").min(12);
+    let mut g = Gen::new(p);
+    let root = g.heap.alloc_pm(64, 64);
+    {
+        let mut c = g.ctx(0);
+        let n = 1u64 << depth;
+        let dir = c.alloc_pm(DIR_ENTRIES + 8 * n, 64);
+        let mut e = Vec::new();
+        for i in 0..n {
+            let seg = c.alloc_pm(geo.seg_bytes(), 64);
+            c.store(seg, &[depth.to_le_bytes(), pattern(depth, i).to_le_bytes()].concat());
+            e.extend_from_slice(&seg.to_le_bytes());
         }
-        let mut ix = Ix { root, geo };
-        let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(EhRecovery { root, geo, truth }) }
+        c.store(dir + DIR_ENTRIES, &e);
+        c.store_u64(dir, depth);
+        c.ofence();
+        c.store_u64(root, dir);
+        c.dfence();
     }
+    let mut ix = Ix { root, geo };
+    let (trace, truth) = run(p, g, &mut ix, Mix::default());
+    Generated { trace, recovery: Box::new(EhRecovery { root, geo, truth }) }
 }
 
 struct EhRecovery {
@@ -200,41 +185,23 @@ impl Recovery for EhRecovery {
             if depth > 32 {
                 return err(format!("directory depth {depth}"));
             }
-            let cap = 1u64 << depth;
-            let entry = |i: u64| img.read_u64(dir + DIR_ENTRIES + 8 * i);
-            let mut seen = FxHashSet::default();
-            let mut i = 0;
-            while i < cap {
-                let seg = entry(i);
-                if seg == 0 {
-                    return err(format!("directory entry {i} is empty"));
+            walk(img, dir + DIR_ENTRIES, depth, |o| {
+                let ld = img.read_u64(o.seg + LD);
+                if ld > o.ld {
+                    return err(format!("segment {:#x}: local depth {ld} > {}", o.seg, o.ld));
                 }
-                guard(&mut seen, seg, "segment")?;
-                let mut run = 1;
-                while i + run < cap && entry(i + run) == seg {
-                    run += 1;
-                }
-                if !run.is_power_of_two() || i % run != 0 {
-                    return err(format!("segment {seg:#x} owns {run} entries from {i}"));
-                }
-                let true_ld = depth - run.trailing_zeros() as u64;
-                let ld = img.read_u64(seg + LD);
-                if ld > true_ld {
-                    return err(format!("segment {seg:#x}: local depth {ld} > {true_ld}"));
-                }
-                let pat = i >> (depth - true_ld);
-                let keep = |k: u64| top(k, true_ld) == pat;
-                self.geo.items(img, seg, keep, &mut found)?;
+                let keep = |k: u64| top(k, o.ld) == o.pattern;
+                self.geo.items(img, o.seg, keep, &mut found)?;
                 // Mid-split, the new segment (linked by NEXT) is authoritative only once the copy
                 // into it is persistent, which the old segment's new pattern (tagged with depth
                 // ld+1) shows; before that, every item is still in the old segment.
-                let next = img.read_u64(seg + NEXT);
-                let copied = img.read_u64(seg + PATTERN) >> 32 == ld + 1;
-                if img.read_u64(seg + STATE) == SPLITTING && next != 0 && copied {
+                let next = img.read_u64(o.seg + NEXT);
+                let copied = img.read_u64(o.seg + PATTERN) >> 32 == ld + 1;
+                if img.read_u64(o.seg + STATE) == SPLITTING && next != 0 && copied {
                     self.geo.items(img, next, keep, &mut found)?;
                 }
-                i += run;
-            }
+                Ok(())
+            })?;
         }
         found.sort_unstable();
         found.dedup();

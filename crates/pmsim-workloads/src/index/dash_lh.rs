@@ -23,11 +23,16 @@ use super::dash::Geo;
 use crate::ctx::{Ctx, Gen};
 use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
 
-pub struct DashLh;
+pub static DASH_LH: WorkloadSpec = WorkloadSpec {
+    name: "dash-lh",
+    description: "Dash linear hashing: Dash buckets; expansion copies segment `next`, links it, advances (level,next) in one store",
+    params: PARAMS,
+    generate,
+};
 
 const LOCK: u64 = 8;
 const DIR_ENTRIES: u64 = 64;
@@ -128,38 +133,25 @@ impl Index for Lh {
     }
 }
 
-impl Workload for DashLh {
-    fn name(&self) -> &'static str {
-        "dash-lh"
+fn generate(p: &Params) -> Generated {
+    let geo = Geo { nb: p.get("buckets").clamp(4, 1 << 12).next_power_of_two() };
+    let n0 = p.get("initial_segments").clamp(1, 1 << 12).next_power_of_two();
+    let cap = p.get("max_segments").clamp(2 * n0, 1 << 24);
+    let mut g = Gen::new(p);
+    let root = g.heap.alloc_pm(64, 64);
+    let dir = g.heap.alloc_pm(DIR_ENTRIES + 8 * cap, 64);
+    let lh = Lh { dir, n0, cap, geo };
+    {
+        let mut c = g.ctx(0);
+        let e: Vec<u8> = (0..n0).flat_map(|_| c.alloc_pm(geo.seg_bytes(), 64).to_le_bytes()).collect();
+        c.store(lh.entry(0), &e);
+        c.ofence();
+        c.store_u64(root, dir);
+        c.dfence();
     }
-    fn description(&self) -> &'static str {
-        "Dash linear hashing: Dash buckets; expansion copies segment `next`, links it, advances (level,next) in one store"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let geo = Geo { nb: p.get("buckets").clamp(4, 1 << 12).next_power_of_two() };
-        let n0 = p.get("initial_segments").clamp(1, 1 << 12).next_power_of_two();
-        let cap = p.get("max_segments").clamp(2 * n0, 1 << 24);
-        let mut g = Gen::new(p);
-        let root = g.heap.alloc_pm(64, 64);
-        let dir = g.heap.alloc_pm(DIR_ENTRIES + 8 * cap, 64);
-        let lh = Lh { dir, n0, cap, geo };
-        {
-            let mut c = g.ctx(0);
-            let e: Vec<u8> = (0..n0).flat_map(|_| c.alloc_pm(geo.seg_bytes(), 64).to_le_bytes()).collect();
-            c.store(lh.entry(0), &e);
-            c.ofence();
-            c.store_u64(root, dir);
-            c.dfence();
-        }
-        let mut ix = lh;
-        let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(LhRecovery { root, lh, truth }) }
-    }
+    let mut ix = lh;
+    let (trace, truth) = run(p, g, &mut ix, Mix::default());
+    Generated { trace, recovery: Box::new(LhRecovery { root, lh, truth }) }
 }
 
 struct LhRecovery {

@@ -33,16 +33,24 @@
 //! mutex is released once the node is written (its construction), and the root pointer is stored
 //! by a `release` and read by an `acquire`. Without these, a thread that found a fresh sibling
 //! through a racy read could insert into it before its creator's stores had landed.
+//!
+//! Built on [`crate::blocks::node`] (node image, routing, sibling link, root growth, the B-link
+//! recovery walk); the in-node shift is FAST_FAIR's own.
 
 use super::common::*;
+use crate::blocks::node::{link, persist_new, publish_root, route, Blink, BlinkNode, NodeImage};
 use crate::ctx::{Ctx, Gen};
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{percent, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
-use rustc_hash::FxHashSet;
 
-pub struct FastFair;
+pub static FAST_FAIR: WorkloadSpec = WorkloadSpec {
+    name: "fastfair",
+    description: "FAST_FAIR B+tree: in-node shift with an ofence per line; split: sibling, ofence, link, ofence, truncate, parent",
+    params: PARAMS,
+    generate,
+};
 
 const NODE: u64 = 512;
 const CARD: u64 = 30;
@@ -57,41 +65,29 @@ fn rec(n: u64, i: u64) -> u64 {
 }
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "search_pct",
-        default: "20",
-        unit: "%",
-        range: int(0, 100),
-        help: "operations that search an inserted key",
-    },
-    ParamSpec {
-        name: "delete_pct",
-        default: "10",
-        unit: "%",
-        range: int(0, 100),
-        help: "operations that delete an inserted key",
-    },
+    percent("search_pct", "20", "operations that search an inserted key"),
+    percent("delete_pct", "10", "operations that delete an inserted key"),
     COMPUTE_PARAM,
 ];
 
 /// A node's bytes and the entries readers accept.
-struct Node(Vec<u8>);
+struct Node(NodeImage);
 
 impl Node {
     fn key(&self, i: u64) -> u64 {
-        u64_at(&self.0, 32 + 16 * i as usize)
+        self.0.get(32 + 16 * i)
     }
     fn ptr(&self, i: u64) -> u64 {
-        u64_at(&self.0, 40 + 16 * i as usize)
+        self.0.get(40 + 16 * i)
     }
     fn leftmost(&self) -> u64 {
-        u64_at(&self.0, 0)
+        self.0.get(0)
     }
     fn sibling(&self) -> u64 {
-        u64_at(&self.0, SIBLING as usize)
+        self.0.get(SIBLING)
     }
     fn level(&self) -> u64 {
-        u64_at(&self.0, LEVEL as usize) & 0xffff_ffff
+        self.0.get(LEVEL) & 0xffff_ffff
     }
     /// Valid entries: up to the terminating null pointer, skipping transient duplicates (an entry
     /// whose pointer equals its left neighbour's) and a null first pointer mid-shift.
@@ -117,14 +113,22 @@ impl Node {
     }
     /// The child to follow for `k` in an internal node.
     fn child(&self, k: u64) -> u64 {
-        let mut c = self.leftmost();
-        for (key, p) in self.entries() {
-            if k < key {
-                break;
-            }
-            c = p;
-        }
-        c
+        route(self.leftmost(), self.entries(), k)
+    }
+}
+
+impl BlinkNode for Node {
+    fn level(&self) -> u64 {
+        Node::level(self)
+    }
+    fn leftmost(&self) -> u64 {
+        Node::leftmost(self)
+    }
+    fn sibling(&self) -> u64 {
+        Node::sibling(self)
+    }
+    fn entries(&self) -> Vec<(u64, u64)> {
+        Node::entries(self)
     }
 }
 
@@ -134,7 +138,7 @@ struct Ix {
 
 impl Ix {
     fn read(c: &mut Ctx<'_>, n: u64) -> Node {
-        Node(c.load_bytes(n, NODE as usize))
+        Node(NodeImage::read(c, n, NODE))
     }
 
     /// A lock-free visit: synchronise with the node's last critical section, then read it.
@@ -168,8 +172,7 @@ impl Ix {
 
     /// Constructs node `n` (its bytes `b`, persisted) and its mutex `mtx`.
     fn construct(c: &mut Ctx<'_>, n: u64, mtx: u64, b: &[u8]) {
-        store_nonzero_lines(c, n, b);
-        c.ofence();
+        persist_new(c, n, b);
         c.release_value(mtx, 0);
     }
 
@@ -247,21 +250,20 @@ impl Ix {
         let m = cnt / 2;
         let split_key = node.key(m);
         let (s, smtx) = Self::new_node(c);
-        let mut b = vec![0u8; NODE as usize];
+        let mut b = NodeImage::zeroed(NODE);
         let first = if level == 0 { m } else { m + 1 };
         for (j, i) in (first..cnt).enumerate() {
-            put_u64(&mut b, 32 + 16 * j, node.key(i));
-            put_u64(&mut b, 40 + 16 * j, node.ptr(i));
+            b.set(32 + 16 * j as u64, node.key(i));
+            b.set(40 + 16 * j as u64, node.ptr(i));
         }
         if level > 0 {
-            put_u64(&mut b, 0, node.ptr(m));
+            b.set(0, node.ptr(m));
         }
-        put_u64(&mut b, SIBLING as usize, node.sibling());
-        put_u64(&mut b, LEVEL as usize, level | ((cnt - first - 1) << 48));
-        put_u64(&mut b, MTX as usize, smtx);
-        Self::construct(c, s, smtx, &b);
-        c.store_u64(n + SIBLING, s);
-        c.ofence();
+        b.set(SIBLING, node.sibling());
+        b.set(LEVEL, level | ((cnt - first - 1) << 48));
+        b.set(MTX, smtx);
+        Self::construct(c, s, smtx, &b.0);
+        link(c, n + SIBLING, s);
         let sw = c.peek(n + SWITCH, 1);
         c.store_n(n + SWITCH, 1, (sw + if sw.is_multiple_of(2) { 2 } else { 1 }) & 0xff);
         c.store_u64(rec(n, m) + 8, 0);
@@ -277,15 +279,14 @@ impl Ix {
         }
         if c.acquire(self.root) == n {
             let (r, rmtx) = Self::new_node(c);
-            let mut b = vec![0u8; NODE as usize];
-            put_u64(&mut b, 0, n);
-            put_u64(&mut b, LEVEL as usize, level + 1);
-            put_u64(&mut b, MTX as usize, rmtx);
-            put_u64(&mut b, 32, split_key);
-            put_u64(&mut b, 40, s);
-            Self::construct(c, r, rmtx, &b);
-            c.release_value(self.root, r);
-            c.ofence();
+            let mut b = NodeImage::zeroed(NODE);
+            b.set(0, n);
+            b.set(LEVEL, level + 1);
+            b.set(MTX, rmtx);
+            b.set(32, split_key);
+            b.set(40, s);
+            Self::construct(c, r, rmtx, &b.0);
+            publish_root(c, self.root, r);
             c.unlock(mtx);
         } else {
             c.unlock(mtx);
@@ -336,35 +337,22 @@ impl Index for Ix {
     }
 }
 
-impl Workload for FastFair {
-    fn name(&self) -> &'static str {
-        "fastfair"
+fn generate(p: &Params) -> Generated {
+    let mut g = Gen::new(p);
+    let root = g.heap.alloc_pm(64, 64);
+    {
+        let mut c = g.ctx(0);
+        let (r, mtx) = Ix::new_node(&mut c);
+        c.store_u64(r + MTX, mtx);
+        c.ofence();
+        c.store_u64(root, r);
+        c.dfence();
     }
-    fn description(&self) -> &'static str {
-        "FAST_FAIR B+tree: in-node shift with an ofence per line; split: sibling, ofence, link, ofence, truncate, parent"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let mut g = Gen::new(p);
-        let root = g.heap.alloc_pm(64, 64);
-        {
-            let mut c = g.ctx(0);
-            let (r, mtx) = Ix::new_node(&mut c);
-            c.store_u64(r + MTX, mtx);
-            c.ofence();
-            c.store_u64(root, r);
-            c.dfence();
-        }
-        let mut ix = Ix { root };
-        let s = p.get("search_pct").min(100);
-        let mix = Mix { search_pct: s, delete_pct: p.get("delete_pct").min(100 - s) };
-        let mut truth = drive(p, &mut g, &mut ix, mix);
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(FfRecovery { root, truth }) }
-    }
+    let mut ix = Ix { root };
+    let s = p.get("search_pct").min(100);
+    let mix = Mix { search_pct: s, delete_pct: p.get("delete_pct").min(100 - s) };
+    let (trace, truth) = run(p, g, &mut ix, mix);
+    Generated { trace, recovery: Box::new(FfRecovery { root, truth }) }
 }
 
 struct FfRecovery {
@@ -373,76 +361,23 @@ struct FfRecovery {
 }
 
 fn read(img: &MemImage, n: u64) -> Node {
-    Node(img.read_bytes(n, NODE as usize))
-}
-
-/// B-link search from the root, as FAST_FAIR's lock-free readers do.
-fn search(img: &MemImage, root: u64, k: u64) -> R<Option<u64>> {
-    let mut n = root;
-    for _ in 0..1_000_000 {
-        if n == 0 {
-            return err("search reached a null child");
-        }
-        let node = read(img, n);
-        let sib = node.sibling();
-        if sib != 0 && read(img, sib).first_key().is_some_and(|f| k >= f) {
-            n = sib;
-            continue;
-        }
-        if node.level() == 0 {
-            return Ok(node.entries().into_iter().find(|e| e.0 == k).map(|e| e.1));
-        }
-        n = node.child(k);
-    }
-    err("search does not terminate")
+    Node(NodeImage(img.read_bytes(n, NODE as usize)))
 }
 
 impl Recovery for FfRecovery {
     fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
-        let mut found = Vec::new();
-        let root = img.read_u64(self.root);
-        if root != 0 {
-            let mut n = root;
-            let mut level = read(img, n).level();
-            if level > 64 {
-                return err(format!("root level {level}"));
-            }
-            while level > 0 {
-                let lm = read(img, n).leftmost();
-                if lm == 0 || read(img, lm).level() != level - 1 {
-                    return err(format!("node {n:#x} at level {level} has a bad leftmost child {lm:#x}"));
-                }
-                n = lm;
-                level -= 1;
-            }
-            let mut seen = FxHashSet::default();
-            let mut last: Option<u64> = None;
-            while n != 0 {
-                guard(&mut seen, n, "leaf")?;
-                let node = read(img, n);
-                if node.level() != 0 {
-                    return err(format!("leaf chain reaches internal node {n:#x}"));
-                }
+        let tree = Blink {
+            read: |n| Ok(read(img, n)),
+            bound: |node: &Node| {
                 let sib = node.sibling();
-                let bound = if sib != 0 { read(img, sib).first_key() } else { None };
-                for (k, p) in node.entries() {
-                    if bound.is_some_and(|b| k >= b) {
-                        continue; // copied to the sibling by a split caught before truncation
-                    }
-                    if last.is_some_and(|l| k <= l) {
-                        return err(format!("leaf {n:#x}: key {k:#x} out of order"));
-                    }
-                    last = Some(k);
-                    found.push((k, p));
+                if sib != 0 {
+                    read(img, sib).first_key()
+                } else {
+                    None
                 }
-                n = sib;
-            }
-            for &(k, p) in &found {
-                if search(img, root, k)? != Some(p) {
-                    return err(format!("key {k:#x} is in the leaf chain but not reachable from the root"));
-                }
-            }
-        }
+            },
+        };
+        let found = tree.leaves(img.read_u64(self.root))?;
         self.truth.verify(img, &found, dfence_done)
     }
 }

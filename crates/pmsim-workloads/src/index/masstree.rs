@@ -23,16 +23,23 @@
 //! `stable()` version read) before the node's other words, and the root pointer is read with an
 //! `acquire` and swapped with a `release`, so a reader sees every critical section that unlocked
 //! the node (and every node published through it) before it.
+//!
+//! Built on [`crate::blocks::node`]; the permutation-word insert is Masstree's own.
 
 use super::common::*;
+use crate::blocks::node::{link, persist_new, publish_root, route, Blink, BlinkNode, NodeImage};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
-use rustc_hash::FxHashSet;
 
-pub struct PMasstree;
+pub static P_MASSTREE: WorkloadSpec = WorkloadSpec {
+    name: "p-masstree",
+    description: "RECIPE P-Masstree: entry, ofence, 8 B permutation store, ofence; split: sibling, ofence, link, ofence, shrink, parent",
+    params: PARAMS,
+    generate,
+};
 
 const WIDTH: u64 = 15;
 const NODE: u64 = 320;
@@ -59,11 +66,11 @@ fn perm_empty() -> u64 {
 }
 
 /// A node's image.
-struct Node(Vec<u8>);
+struct Node(NodeImage);
 
 impl Node {
     fn get(&self, off: u64) -> u64 {
-        u64_at(&self.0, off as usize)
+        self.0.get(off)
     }
     /// Live (key, value) entries in key order, per the permutation.
     fn entries(&self) -> Vec<(u64, u64)> {
@@ -74,14 +81,7 @@ impl Node {
             .collect()
     }
     fn child(&self, k: u64) -> u64 {
-        let mut c = self.get(LEFTMOST);
-        for (key, v) in self.entries() {
-            if k < key {
-                break;
-            }
-            c = v;
-        }
-        c
+        route(self.get(LEFTMOST), self.entries(), k)
     }
 }
 
@@ -89,9 +89,24 @@ struct Ix {
     root: u64,
 }
 
+impl BlinkNode for Node {
+    fn level(&self) -> u64 {
+        self.get(LEVEL)
+    }
+    fn leftmost(&self) -> u64 {
+        self.get(LEFTMOST)
+    }
+    fn sibling(&self) -> u64 {
+        self.get(NEXT)
+    }
+    fn entries(&self) -> Vec<(u64, u64)> {
+        Node::entries(self)
+    }
+}
+
 impl Ix {
     fn read(c: &mut Ctx<'_>, n: u64) -> Node {
-        Node(c.load_bytes(n, NODE as usize))
+        Node(NodeImage::read(c, n, NODE))
     }
 
     /// An optimistic visit: acquire the version word, then read the rest of the node.
@@ -99,7 +114,7 @@ impl Ix {
         let v = c.acquire(n);
         let mut b = v.to_le_bytes().to_vec();
         b.extend(c.load_bytes(n + 8, NODE as usize - 8));
-        Node(b)
+        Node(NodeImage(b))
     }
 
     /// The node at `level` whose range holds `k` (B-link: move right past splits).
@@ -148,40 +163,36 @@ impl Ix {
         let mid = (WIDTH / 2 + 1) as usize;
         let nr = c.alloc_pm(NODE, 64);
         let vr = vlock(c, nr);
-        let mut b = vec![0u8; NODE as usize];
+        let mut b = NodeImage::zeroed(NODE);
         let (moved, keep, split_key) = if level == 0 {
             (&es[mid..], mid, es[mid].0)
         } else {
-            put_u64(&mut b, LEFTMOST as usize, es[mid - 1].1);
+            b.set(LEFTMOST, es[mid - 1].1);
             (&es[mid..], mid - 1, es[mid - 1].0)
         };
         for (i, &(key, val)) in moved.iter().enumerate() {
-            put_u64(&mut b, (ENTRIES + 16 * i as u64) as usize, key);
-            put_u64(&mut b, (ENTRIES + 16 * i as u64 + 8) as usize, val);
+            b.set(ENTRIES + 16 * i as u64, key);
+            b.set(ENTRIES + 16 * i as u64 + 8, val);
         }
-        put_u64(&mut b, 0, vr | 1);
-        put_u64(&mut b, PERM as usize, perm_encode(moved.len(), &(0..WIDTH).collect::<Vec<_>>()));
-        put_u64(&mut b, NEXT as usize, node.get(NEXT));
-        put_u64(&mut b, HIGHEST as usize, split_key);
-        put_u64(&mut b, LEVEL as usize, level);
-        store_nonzero_lines(c, nr, &b);
-        c.ofence();
-        c.store_u64(n + NEXT, nr);
-        c.ofence();
+        b.set(0, vr | 1);
+        b.set(PERM, perm_encode(moved.len(), &(0..WIDTH).collect::<Vec<_>>()));
+        b.set(NEXT, node.get(NEXT));
+        b.set(HIGHEST, split_key);
+        b.set(LEVEL, level);
+        persist_new(c, nr, &b.0);
+        link(c, n + NEXT, nr);
         c.store_u64(n + PERM, perm_encode(keep, &slots));
         c.ofence();
         if c.acquire(self.root) == n {
             let r = c.alloc_pm(NODE, 64);
-            let mut b = vec![0u8; NODE as usize];
-            put_u64(&mut b, PERM as usize, perm_encode(1, &(0..WIDTH).collect::<Vec<_>>()));
-            put_u64(&mut b, LEFTMOST as usize, n);
-            put_u64(&mut b, LEVEL as usize, level + 1);
-            put_u64(&mut b, ENTRIES as usize, split_key);
-            put_u64(&mut b, ENTRIES as usize + 8, nr);
-            store_nonzero_lines(c, r, &b);
-            c.ofence();
-            c.release_value(self.root, r);
-            c.ofence();
+            let mut b = NodeImage::zeroed(NODE);
+            b.set(PERM, perm_encode(1, &(0..WIDTH).collect::<Vec<_>>()));
+            b.set(LEFTMOST, n);
+            b.set(LEVEL, level + 1);
+            b.set(ENTRIES, split_key);
+            b.set(ENTRIES + 8, nr);
+            persist_new(c, r, &b.0);
+            publish_root(c, self.root, r);
         } else {
             self.insert_at(c, level + 1, split_key, nr);
         }
@@ -201,33 +212,20 @@ impl Index for Ix {
     }
 }
 
-impl Workload for PMasstree {
-    fn name(&self) -> &'static str {
-        "p-masstree"
+fn generate(p: &Params) -> Generated {
+    let mut g = Gen::new(p);
+    let root = g.heap.alloc_pm(64, 64);
+    {
+        let mut c = g.ctx(0);
+        let r = c.alloc_pm(NODE, 64);
+        c.store_u64(r + PERM, perm_empty());
+        c.ofence();
+        c.store_u64(root, r);
+        c.dfence();
     }
-    fn description(&self) -> &'static str {
-        "RECIPE P-Masstree: entry, ofence, 8 B permutation store, ofence; split: sibling, ofence, link, ofence, shrink, parent"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let mut g = Gen::new(p);
-        let root = g.heap.alloc_pm(64, 64);
-        {
-            let mut c = g.ctx(0);
-            let r = c.alloc_pm(NODE, 64);
-            c.store_u64(r + PERM, perm_empty());
-            c.ofence();
-            c.store_u64(root, r);
-            c.dfence();
-        }
-        let mut ix = Ix { root };
-        let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(MtRecovery { root, truth }) }
-    }
+    let mut ix = Ix { root };
+    let (trace, truth) = run(p, g, &mut ix, Mix::default());
+    Generated { trace, recovery: Box::new(MtRecovery { root, truth }) }
 }
 
 struct MtRecovery {
@@ -236,7 +234,7 @@ struct MtRecovery {
 }
 
 fn read(img: &MemImage, n: u64) -> R<Node> {
-    let node = Node(img.read_bytes(n, NODE as usize));
+    let node = Node(NodeImage(img.read_bytes(n, NODE as usize)));
     let (size, slots) = perm_decode(node.get(PERM));
     let mut s = slots.clone();
     s.sort_unstable();
@@ -250,69 +248,16 @@ fn read(img: &MemImage, n: u64) -> R<Node> {
     Ok(node)
 }
 
-fn search(img: &MemImage, root: u64, k: u64) -> R<Option<u64>> {
-    let mut n = root;
-    for _ in 0..1_000_000 {
-        if n == 0 {
-            return err("search reached a null child");
-        }
-        let node = read(img, n)?;
-        let next = node.get(NEXT);
-        if next != 0 && k >= img.read_u64(next + HIGHEST) {
-            n = next;
-            continue;
-        }
-        if node.get(LEVEL) == 0 {
-            return Ok(node.entries().into_iter().find(|e| e.0 == k).map(|e| e.1));
-        }
-        n = node.child(k);
-    }
-    err("search does not terminate")
-}
-
 impl Recovery for MtRecovery {
     fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
-        let mut found = Vec::new();
-        let root = img.read_u64(self.root);
-        if root != 0 {
-            let mut n = root;
-            let mut level = read(img, n)?.get(LEVEL);
-            if level > 64 {
-                return err(format!("root level {level}"));
-            }
-            while level > 0 {
-                let lm = read(img, n)?.get(LEFTMOST);
-                if lm == 0 || read(img, lm)?.get(LEVEL) != level - 1 {
-                    return err(format!("node {n:#x} at level {level}: bad leftmost child {lm:#x}"));
-                }
-                n = lm;
-                level -= 1;
-            }
-            let mut seen = FxHashSet::default();
-            let mut last: Option<u64> = None;
-            while n != 0 {
-                guard(&mut seen, n, "border node")?;
-                let node = read(img, n)?;
+        let tree = Blink {
+            read: |n| read(img, n),
+            bound: |node: &Node| {
                 let next = node.get(NEXT);
-                let bound = (next != 0).then(|| img.read_u64(next + HIGHEST));
-                for (k, v) in node.entries() {
-                    if bound.is_some_and(|b| k >= b) {
-                        continue;
-                    }
-                    if last.is_some_and(|l| k <= l) {
-                        return err(format!("border node {n:#x}: key {k:#x} out of order"));
-                    }
-                    last = Some(k);
-                    found.push((k, v));
-                }
-                n = next;
-            }
-            for &(k, v) in &found {
-                if search(img, root, k)? != Some(v) {
-                    return err(format!("key {k:#x} is on the border level but not reachable from the root"));
-                }
-            }
-        }
+                (next != 0).then(|| img.read_u64(next + HIGHEST))
+            },
+        };
+        let found = tree.leaves(img.read_u64(self.root))?;
         self.truth.verify(img, &found, dfence_done)
     }
 }

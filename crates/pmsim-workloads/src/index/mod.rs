@@ -2,7 +2,7 @@
 //! RECIPE), reimplemented from their published algorithms to reproduce each one's persist pattern.
 use crate::Workload;
 
-mod common;
+pub(crate) mod common;
 pub mod keys;
 
 mod cceh;
@@ -15,11 +15,11 @@ mod masstree;
 mod part;
 
 pub static WORKLOADS: &[&dyn Workload] = &[
-    &cceh::Cceh,
-    &fastfair::FastFair,
-    &dash_eh::DashEh,
-    &dash_lh::DashLh,
-    &part::PArt,
-    &clht::PClht,
-    &masstree::PMasstree,
+    &cceh::CCEH,
+    &fastfair::FAST_FAIR,
+    &dash_eh::DASH_EH,
+    &dash_lh::DASH_LH,
+    &part::P_ART,
+    &clht::P_CLHT,
+    &masstree::P_MASSTREE,
 ];

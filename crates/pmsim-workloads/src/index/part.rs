@@ -24,16 +24,26 @@
 //! Synchronisation: a traversal reads each node's version word with an `acquire` (an atomic load
 //! in RECIPE's code) before the rest of the node, so it sees every critical section that unlocked
 //! the node before it (and, through the parent, every node published there).
+//!
+//! Built on [`crate::blocks::node`] (a node persisted before the pointer swap that links it).
+//! Simplifications: 8-byte keys only (the key word); no deletes (the benchmark inserts and
+//! searches); obsolete nodes are not reclaimed.
 
 use super::common::*;
+use crate::blocks::node::{link, persist_new};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
 
-pub struct PArt;
+pub static P_ART: WorkloadSpec = WorkloadSpec {
+    name: "p-art",
+    description: "RECIPE P-ART: record ofence, key byte, ofence, child pointer, ofence; grow/split write a node, ofence, swap the parent pointer",
+    params: PARAMS,
+    generate,
+};
 
 const TAG: u64 = 1 << 63;
 const N4: u8 = 1;
@@ -146,8 +156,7 @@ impl Ix {
 
     fn write_new(c: &mut Ctx<'_>, b: &[u8]) -> u64 {
         let n = c.alloc_pm(b.len() as u64, 64);
-        store_nonzero_lines(c, n, b);
-        c.ofence();
+        persist_new(c, n, b);
         n
     }
 
@@ -171,8 +180,7 @@ impl Ix {
     fn change(c: &mut Ctx<'_>, n: u64, k: u64, child: u64) {
         let t = c.peek(n + TYPE, 1) as u8;
         let s = Self::slot(c, n, t, k).expect("parent slot exists");
-        c.store_u64(s, child);
-        c.ofence();
+        link(c, s, child);
     }
 
     fn add(c: &mut Ctx<'_>, n: u64, t: u8, k: u64, child: u64) {
@@ -291,31 +299,18 @@ impl Index for Ix {
     }
 }
 
-impl Workload for PArt {
-    fn name(&self) -> &'static str {
-        "p-art"
+fn generate(p: &Params) -> Generated {
+    let mut g = Gen::new(p);
+    let root = g.heap.alloc_pm(64, 64);
+    {
+        let mut c = g.ctx(0);
+        let r = Ix::write_new(&mut c, &build(N256, 0, 0, 0, &[]));
+        c.store_u64(root, r);
+        c.dfence();
     }
-    fn description(&self) -> &'static str {
-        "RECIPE P-ART: record ofence, key byte, ofence, child pointer, ofence; grow/split write a node, ofence, swap the parent pointer"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let mut g = Gen::new(p);
-        let root = g.heap.alloc_pm(64, 64);
-        {
-            let mut c = g.ctx(0);
-            let r = Ix::write_new(&mut c, &build(N256, 0, 0, 0, &[]));
-            c.store_u64(root, r);
-            c.dfence();
-        }
-        let mut ix = Ix { root };
-        let mut truth = drive(p, &mut g, &mut ix, Mix::default());
-        let (trace, log) = g.finish();
-        truth.log = log;
-        Generated { trace, recovery: Box::new(ArtRecovery { root, truth }) }
-    }
+    let mut ix = Ix { root };
+    let (trace, truth) = run(p, g, &mut ix, Mix::default());
+    Generated { trace, recovery: Box::new(ArtRecovery { root, truth }) }
 }
 
 /// A node still to walk: (address, depth, path bytes known so far as (position, byte)).

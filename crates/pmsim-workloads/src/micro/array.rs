@@ -6,15 +6,22 @@
 //! through the stripe locks (release persistency) or the shared lines (epoch persistency).
 //! Recovery: each word holds 0 or a value written to it, at least as new as the newest write to it
 //! made durable by a completed dfence.
+//!
+//! A synthetic microbenchmark (no paper's data structure); nothing simplified beyond its definition.
 
 use crate::ctx::{Gen, Interleaver};
-use crate::params::{int, multiple, ParamSpec, Params};
+use crate::params::{compute, int, multiple, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashMap;
 
-pub struct ArrayUpdate;
+pub static ARRAY_UPDATE: WorkloadSpec = WorkloadSpec {
+    name: "array",
+    description: "persistent array: random 8-64 B updates under striped locks, ofence after each, dfence every K",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -38,68 +45,51 @@ const PARAMS: &[ParamSpec] = &[
         range: int(1, 1 << 20),
         help: "a dfence after every K operations of a thread",
     },
-    ParamSpec {
-        name: "compute",
-        default: "50",
-        unit: "instructions",
-        range: int(0, 1_000_000),
-        help: "non-memory instructions per operation",
-    },
+    compute("50", "non-memory instructions per operation"),
 ];
 
-impl Workload for ArrayUpdate {
-    fn name(&self) -> &'static str {
-        "array"
-    }
-    fn description(&self) -> &'static str {
-        "persistent array: random 8-64 B updates under striped locks, ofence after each, dfence every K"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let bytes = p.get("array_bytes").max(4096).div_ceil(64) * 64;
-        let stripes = p.get("stripes").clamp(1, bytes / 64);
-        let k = p.get("dfence_every").max(1);
-        let compute = p.get("compute");
-        let mut g = Gen::new(p);
-        let array = g.heap.alloc_pm(bytes, 4096);
-        let locks = g.heap.alloc_dram(stripes * 64, 64);
-        let lines = bytes / 64;
-        let mut writes: Vec<(u64, u64, u64)> = Vec::new(); // (word, value, op index)
-        let mut seq = 0u64;
-        Interleaver::run(&mut g, p.threads, p.ops, |c, i| {
-            let line = c.rng().below(lines);
-            let nwords = 1 + c.rng().below(8);
-            let first = c.rng().below(8 - nwords + 1);
-            let stripe = line % stripes;
-            let lock = locks + stripe * 64;
-            seq += 1;
-            c.begin("update");
-            c.compute(compute);
-            c.lock(lock);
-            let a = array + line * 64 + first * 8;
-            let mut data = Vec::with_capacity(nwords as usize * 8);
-            for w in 0..nwords {
-                let v = (seq << 8) | (first + w);
-                data.extend_from_slice(&v.to_le_bytes());
-                writes.push((a + w * 8, v, seq));
-            }
-            c.store(a, &data);
-            c.ofence();
-            c.unlock(lock);
-            c.end("update", OpRecord { op: 1, key: a, value: seq, ..Default::default() });
-            if (i + 1) % k == 0 {
-                c.dfence();
-            }
-        });
-        let (trace, log) = g.finish();
-        let mut by_word: FxHashMap<u64, Vec<(u64, u64)>> = FxHashMap::default();
-        for (w, v, s) in writes {
-            by_word.entry(w).or_default().push((s, v));
+fn generate(p: &Params) -> Generated {
+    let bytes = p.get("array_bytes").max(4096).div_ceil(64) * 64;
+    let stripes = p.get("stripes").clamp(1, bytes / 64);
+    let k = p.get("dfence_every").max(1);
+    let compute = p.get("compute");
+    let mut g = Gen::new(p);
+    let array = g.heap.alloc_pm(bytes, 4096);
+    let locks = g.heap.alloc_dram(stripes * 64, 64);
+    let lines = bytes / 64;
+    let mut writes: Vec<(u64, u64, u64)> = Vec::new(); // (word, value, op index)
+    let mut seq = 0u64;
+    Interleaver::run(&mut g, p.threads, p.ops, |c, i| {
+        let line = c.rng().below(lines);
+        let nwords = 1 + c.rng().below(8);
+        let first = c.rng().below(8 - nwords + 1);
+        let stripe = line % stripes;
+        let lock = locks + stripe * 64;
+        seq += 1;
+        c.begin("update");
+        c.compute(compute);
+        c.lock(lock);
+        let a = array + line * 64 + first * 8;
+        let mut data = Vec::with_capacity(nwords as usize * 8);
+        for w in 0..nwords {
+            let v = (seq << 8) | (first + w);
+            data.extend_from_slice(&v.to_le_bytes());
+            writes.push((a + w * 8, v, seq));
         }
-        Generated { trace, recovery: Box::new(ArrayRecovery { by_word, log }) }
+        c.store(a, &data);
+        c.ofence();
+        c.unlock(lock);
+        c.end("update", OpRecord { op: 1, key: a, value: seq, ..Default::default() });
+        if (i + 1) % k == 0 {
+            c.dfence();
+        }
+    });
+    let (trace, log) = g.finish();
+    let mut by_word: FxHashMap<u64, Vec<(u64, u64)>> = FxHashMap::default();
+    for (w, v, s) in writes {
+        by_word.entry(w).or_default().push((s, v));
     }
+    Generated { trace, recovery: Box::new(ArrayRecovery { by_word, log }) }
 }
 
 struct ArrayRecovery {

@@ -5,14 +5,22 @@
 //! block. Under conservative flushing each block waits for the previous one's ACK; under eager
 //! flushing blocks to both MCs overlap. Recovery: ofences order the blocks, so in any consistent
 //! image each thread's fully written blocks form a prefix (a block may be partly written).
+//!
+//! Simplification: blocks are written with plain stores in address order, one thread per core,
+//! as the paper's microbenchmark; no data structure.
 
 use crate::ctx::{Gen, Interleaver};
-use crate::params::{int, multiple, ParamSpec, Params};
+use crate::params::{compute, multiple, ParamSpec, Params};
 use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 
-pub struct Bandwidth;
+pub static BANDWIDTH: WorkloadSpec = WorkloadSpec {
+    name: "bandwidth",
+    description: "ASAP §VII-C: 256 B writes alternating across 2 MCs, one ofence after each",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -29,13 +37,7 @@ const PARAMS: &[ParamSpec] = &[
         range: multiple(64, 64, 1 << 30),
         help: "MC interleaving granularity the blocks alternate across",
     },
-    ParamSpec {
-        name: "compute",
-        default: "0",
-        unit: "instructions",
-        range: int(0, 1_000_000),
-        help: "non-memory instructions between blocks",
-    },
+    compute("0", "non-memory instructions between blocks"),
 ];
 
 fn block_addr(base: u64, i: u64, block: u64, stride: u64) -> u64 {
@@ -48,40 +50,29 @@ fn word_value(thread: u64, i: u64, w: u64) -> u64 {
     (thread << 48) | ((i + 1) << 8) | w
 }
 
-impl Workload for Bandwidth {
-    fn name(&self) -> &'static str {
-        "bandwidth"
-    }
-    fn description(&self) -> &'static str {
-        "ASAP §VII-C: 256 B writes alternating across 2 MCs, one ofence after each"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let block = p.get("block").max(64).div_ceil(64) * 64;
-        let stride = p.get("stride").max(64);
-        let compute = p.get("compute");
-        let mut g = Gen::new(p);
-        let span = 2 * stride * (p.ops / 2 / (stride / block).max(1) + 2);
-        let bases: Vec<u64> = (0..p.threads).map(|_| g.heap.alloc_pm(span, 2 * stride)).collect();
-        Interleaver::run(&mut g, p.threads, p.ops, |c, i| {
-            let t = c.thread as u64;
-            let a = block_addr(bases[c.thread], i, block, stride);
-            c.begin("write");
-            let mut bytes = Vec::with_capacity(block as usize);
-            for w in 0..block / 8 {
-                bytes.extend_from_slice(&word_value(t, i, w).to_le_bytes());
-            }
-            c.store(a, &bytes);
-            c.ofence();
-            c.compute(compute);
-            c.end("write", OpRecord { op: 0, key: i, ..Default::default() });
-        });
-        let (trace, log) = g.finish();
-        let recovery = BandwidthRecovery { bases, block, stride, ops: p.ops, log };
-        Generated { trace, recovery: Box::new(recovery) }
-    }
+fn generate(p: &Params) -> Generated {
+    let block = p.get("block").max(64).div_ceil(64) * 64;
+    let stride = p.get("stride").max(64);
+    let compute = p.get("compute");
+    let mut g = Gen::new(p);
+    let span = 2 * stride * (p.ops / 2 / (stride / block).max(1) + 2);
+    let bases: Vec<u64> = (0..p.threads).map(|_| g.heap.alloc_pm(span, 2 * stride)).collect();
+    Interleaver::run(&mut g, p.threads, p.ops, |c, i| {
+        let t = c.thread as u64;
+        let a = block_addr(bases[c.thread], i, block, stride);
+        c.begin("write");
+        let mut bytes = Vec::with_capacity(block as usize);
+        for w in 0..block / 8 {
+            bytes.extend_from_slice(&word_value(t, i, w).to_le_bytes());
+        }
+        c.store(a, &bytes);
+        c.ofence();
+        c.compute(compute);
+        c.end("write", OpRecord { op: 0, key: i, ..Default::default() });
+    });
+    let (trace, log) = g.finish();
+    let recovery = BandwidthRecovery { bases, block, stride, ops: p.ops, log };
+    Generated { trace, recovery: Box::new(recovery) }
 }
 
 struct BandwidthRecovery {

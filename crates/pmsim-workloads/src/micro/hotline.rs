@@ -12,14 +12,21 @@
 //! counter reached that value, so the counter must show at least it (the rmw precedes the stores
 //! after the ofence in every model); a slot holds 0 or the one ticket written there, and every
 //! operation made durable by a completed dfence shows its ticket.
+//!
+//! A synthetic stress workload (no paper's data structure); nothing simplified beyond its definition.
 
 use crate::ctx::{Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{compute_up_to_2_32, int, ParamSpec, Params};
 use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 
-pub struct HotLine;
+pub static HOT_LINE: WorkloadSpec = WorkloadSpec {
+    name: "hotline",
+    description: "hot-line contention: PM counters passed among threads by rmw, ofence, ticket stored in a log and in the counter's line",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -29,57 +36,40 @@ const PARAMS: &[ParamSpec] = &[
         range: int(1, 8),
         help: "PM counters the threads contend on (1..=8)",
     },
-    ParamSpec {
-        name: "compute",
-        default: "20",
-        unit: "instructions",
-        range: int(0, 1 << 32),
-        help: "non-memory instructions per operation",
-    },
+    compute_up_to_2_32("20", "non-memory instructions per operation"),
 ];
 
 /// Words of a counter line other than the counter: thread t < 7 writes word 1 + t.
 const SHARE_WORDS: u64 = 7;
 
-impl Workload for HotLine {
-    fn name(&self) -> &'static str {
-        "hotline"
-    }
-    fn description(&self) -> &'static str {
-        "hot-line contention: PM counters passed among threads by rmw, ofence, ticket stored in a log and in the counter's line"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let hot = p.get("hot_lines").clamp(1, 8);
-        let compute = p.get("compute");
-        let threads = p.threads as u64;
-        let mut g = Gen::new(p);
-        // One counter line per 4 KiB page: consecutive counters sit on different MCs.
-        let counters = g.heap.alloc_pm(hot * 4096, 4096);
-        let log = g.heap.alloc_pm((threads * p.ops * 8).max(64), 64);
-        let mut slots = Vec::new(); // (slot address, counter index, ticket written)
-        Interleaver::run(&mut g, p.threads, p.ops, |c, i| {
-            let j = c.rng().below(hot);
-            let counter = counters + j * 4096;
-            c.begin("take");
-            c.compute(compute);
-            let ticket = c.fetch_add(counter, 1) + 1;
-            c.ofence();
-            let slot = log + (c.thread as u64 * p.ops + i) * 8;
-            c.store_u64(slot, ticket);
-            // Threads beyond the line's seven spare words skip it (sharing a word would race).
-            if (c.thread as u64) < SHARE_WORDS {
-                c.store_u64(counter + 8 * (1 + c.thread as u64), ticket);
-            }
-            slots.push((slot, j, ticket));
-            c.end("take", OpRecord { op: 0, key: slot, value: ticket, ..Default::default() });
-            c.op_dfence();
-        });
-        let (trace, oplog) = g.finish();
-        Generated { trace, recovery: Box::new(HotLineRecovery { counters, hot, slots, log: oplog }) }
-    }
+fn generate(p: &Params) -> Generated {
+    let hot = p.get("hot_lines").clamp(1, 8);
+    let compute = p.get("compute");
+    let threads = p.threads as u64;
+    let mut g = Gen::new(p);
+    // One counter line per 4 KiB page: consecutive counters sit on different MCs.
+    let counters = g.heap.alloc_pm(hot * 4096, 4096);
+    let log = g.heap.alloc_pm((threads * p.ops * 8).max(64), 64);
+    let mut slots = Vec::new(); // (slot address, counter index, ticket written)
+    Interleaver::run(&mut g, p.threads, p.ops, |c, i| {
+        let j = c.rng().below(hot);
+        let counter = counters + j * 4096;
+        c.begin("take");
+        c.compute(compute);
+        let ticket = c.fetch_add(counter, 1) + 1;
+        c.ofence();
+        let slot = log + (c.thread as u64 * p.ops + i) * 8;
+        c.store_u64(slot, ticket);
+        // Threads beyond the line's seven spare words skip it (sharing a word would race).
+        if (c.thread as u64) < SHARE_WORDS {
+            c.store_u64(counter + 8 * (1 + c.thread as u64), ticket);
+        }
+        slots.push((slot, j, ticket));
+        c.end("take", OpRecord { op: 0, key: slot, value: ticket, ..Default::default() });
+        c.op_dfence();
+    });
+    let (trace, oplog) = g.finish();
+    Generated { trace, recovery: Box::new(HotLineRecovery { counters, hot, slots, log: oplog }) }
 }
 
 struct HotLineRecovery {

@@ -7,6 +7,8 @@
 //! a release of the successor's `locked`. Generators run each locked section to completion before
 //! another thread runs (phases of operations interleave, sections never overlap), so the
 //! contended paths are never taken; they are kept so the code is the algorithm.
+//!
+//! Simplification: the contended paths exist but are never taken (see above).
 
 use crate::ctx::Ctx;
 

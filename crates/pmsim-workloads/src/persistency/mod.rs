@@ -17,6 +17,6 @@ mod queue;
 
 use crate::Workload;
 
-pub use queue::{Cwl, TwoLock};
+pub use queue::{CWL, TWO_LOCK};
 
-pub static WORKLOADS: &[&dyn Workload] = &[&queue::Cwl, &queue::TwoLock];
+pub static WORKLOADS: &[&dyn Workload] = &[&queue::CWL, &queue::TWO_LOCK];

@@ -20,12 +20,16 @@
 //! so inserts complete out of order and the insert list does real work; CWL's inserts are one
 //! locked section each. COPY writes the 8-byte length and the entry with `copy_bytes`-wide stores
 //! (16 B: the SSE moves of the seed's x86 `memcpy`).
+//!
+//! Simplifications: a bounded array of slots (no wrap-around or removal: the seed's queue only
+//! inserts); the locks are real MCS locks but never contended (sections run one at a time).
+//! No building block applies: the barrier placement per persistency model is the workload.
 
 use super::mcs::Mcs;
 use crate::ctx::{Ctx, Gen};
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{compute_up_to_2_32, int, ParamSpec, Params};
 use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -45,7 +49,7 @@ const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec { name: "entry_size", default: "100", unit: "bytes", range: int(8, 4096), help: "bytes per queue entry (8..=4096), plus an 8-byte length" },
     ParamSpec { name: "copy_bytes", default: "16", unit: "bytes", range: int(8, 64), help: "width of the stores that copy an entry (8, 16, 32 or 64)" },
-    ParamSpec { name: "compute", default: "0", unit: "instructions", range: int(0, 1 << 32), help: "extra non-memory work per insert (outside the locks)" },
+    compute_up_to_2_32("0", "extra non-memory work per insert (outside the locks)"),
 ];
 
 struct Shape {
@@ -119,64 +123,63 @@ fn entry_bytes(entry: u64, tag: u64) -> Vec<u8> {
     b
 }
 
-pub struct Cwl;
+pub static CWL: WorkloadSpec = WorkloadSpec {
+    name: "cwl",
+    description: "Copy While Locked persistent queue (Memory Persistency, Alg. 1): insert copies the entry and persists head under one MCS lock",
+    params: PARAMS,
+    generate: generate_cwl,
+};
 
-impl Workload for Cwl {
-    fn name(&self) -> &'static str {
-        "cwl"
-    }
-    fn description(&self) -> &'static str {
-        "Copy While Locked persistent queue (Memory Persistency, Alg. 1): insert copies the entry and persists head under one MCS lock"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let mut g = Gen::new(p);
-        let s = Shape::new(p, &mut g);
-        let lock = Mcs::new(&mut g.ctx(0), p.threads);
-        let mut slots: Vec<u64> = Vec::new(); // tag per slot, in slot order
-        let mut op_slot: Vec<u64> = Vec::new(); // slot per logged op
-        let mut covered_by: Vec<usize> = Vec::new(); // thread whose head persist covers each slot
-        g.publish_setup(p.threads);
-        let mut left = vec![p.ops; p.threads];
-        let mut live: Vec<usize> = (0..p.threads).collect();
-        while !live.is_empty() {
-            let i = g.rng.below(live.len() as u64) as usize;
-            let t = live[i];
-            let c = &mut g.ctx(t);
-            let tag = slots.len() as u64 + 1;
-            c.begin("insert");
-            c.compute(s.compute);
-            s.barrier(c); // 3
-            lock.lock(c); // 4
-            s.lock_barrier(c); // 5
-            if s.variant == Variant::Strand {
-                c.strand(); // 6
-            }
-            let head = c.load_u64(s.hdr);
-            let slot = head / s.slot;
-            s.copy(c, slot, tag); // 7
-            s.barrier(c); // 8
-            s.store_head(c, head + s.slot); // 9
-            s.lock_barrier(c); // 11
-            lock.unlock(c); // 12
-            s.barrier(c); // 13
-            c.end("insert", OpRecord { op: 0, key: slot, value: tag, ..Default::default() });
-            slots.push(tag);
-            op_slot.push(slot);
-            covered_by.push(t);
-            left[t] -= 1;
-            if left[t] == 0 {
-                live.swap_remove(i);
-                live.sort_unstable();
-            }
+fn generate_cwl(p: &Params) -> Generated {
+    let mut g = Gen::new(p);
+    let s = Shape::new(p, &mut g);
+    let lock = Mcs::new(&mut g.ctx(0), p.threads);
+    let mut slots: Vec<u64> = Vec::new(); // tag per slot, in slot order
+    let mut op_slot: Vec<u64> = Vec::new(); // slot per logged op
+    let mut covered_by: Vec<usize> = Vec::new(); // thread whose head persist covers each slot
+    g.publish_setup(p.threads);
+    let mut left = vec![p.ops; p.threads];
+    let mut live: Vec<usize> = (0..p.threads).collect();
+    while !live.is_empty() {
+        let i = g.rng.below(live.len() as u64) as usize;
+        let t = live[i];
+        let c = &mut g.ctx(t);
+        let tag = slots.len() as u64 + 1;
+        c.begin("insert");
+        c.compute(s.compute);
+        s.barrier(c); // 3
+        lock.lock(c); // 4
+        s.lock_barrier(c); // 5
+        if s.variant == Variant::Strand {
+            c.strand(); // 6
         }
-        finish(g, s, slots, op_slot, covered_by)
+        let head = c.load_u64(s.hdr);
+        let slot = head / s.slot;
+        s.copy(c, slot, tag); // 7
+        s.barrier(c); // 8
+        s.store_head(c, head + s.slot); // 9
+        s.lock_barrier(c); // 11
+        lock.unlock(c); // 12
+        s.barrier(c); // 13
+        c.end("insert", OpRecord { op: 0, key: slot, value: tag, ..Default::default() });
+        slots.push(tag);
+        op_slot.push(slot);
+        covered_by.push(t);
+        left[t] -= 1;
+        if left[t] == 0 {
+            live.swap_remove(i);
+            live.sort_unstable();
+        }
     }
+    finish(g, s, slots, op_slot, covered_by)
 }
 
-pub struct TwoLock;
+pub static TWO_LOCK: WorkloadSpec = WorkloadSpec {
+    name: "2lc",
+    description: "Two-Lock Concurrent persistent queue (Memory Persistency, Alg. 1): reserve under one MCS lock, copy unlocked, persist head under another",
+    params: PARAMS,
+    generate: generate_two_lock,
+};
 
 /// One thread's insert in flight in 2LC.
 #[derive(Clone, Copy)]
@@ -187,109 +190,98 @@ struct InFlight {
     node: u64,
 }
 
-impl Workload for TwoLock {
-    fn name(&self) -> &'static str {
-        "2lc"
-    }
-    fn description(&self) -> &'static str {
-        "Two-Lock Concurrent persistent queue (Memory Persistency, Alg. 1): reserve under one MCS lock, copy unlocked, persist head under another"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let mut g = Gen::new(p);
-        let s = Shape::new(p, &mut g);
-        let total = p.ops * p.threads as u64;
-        let (reserve, update, head_v, list) = {
-            let c = &mut g.ctx(0);
-            let r = Mcs::new(c, p.threads);
-            let u = Mcs::new(c, p.threads);
-            // Volatile: the reservation head and the insert list (per slot: end offset, done),
-            // with the index of its oldest entry.
-            let hv = c.alloc_dram(64, 64);
-            let list = c.alloc_dram(16 * total + 64, 64);
-            (r, u, hv, list)
-        };
-        let list_oldest = head_v + 8;
-        let mut slots: Vec<u64> = Vec::new();
-        let mut op_slot: Vec<u64> = Vec::new();
-        let mut covered_by: Vec<usize> = vec![0; total as usize];
-        g.publish_setup(p.threads);
-        let mut left = vec![p.ops; p.threads];
-        let mut fly = vec![InFlight { phase: 0, slot: 0, tag: 0, node: 0 }; p.threads];
-        let mut live: Vec<usize> = (0..p.threads).collect();
-        while !live.is_empty() {
-            let i = g.rng.below(live.len() as u64) as usize;
-            let t = live[i];
-            let f = fly[t];
-            let c = &mut g.ctx(t);
-            match f.phase {
-                0 => {
-                    c.begin("insert");
-                    c.compute(s.compute);
-                    s.lock_barrier_2lc(c);
-                    reserve.lock(c); // 17
-                    let start = c.load_u64(head_v); // 18
-                    c.store_u64(head_v, start + s.slot);
-                    let slot = start / s.slot;
-                    let node = list + 16 * slot; // 19: APPEND(headV)
-                    c.store_u64(node, start + s.slot);
-                    c.store_u64(node + 8, 0);
-                    reserve.unlock(c); // 20
-                    s.lock_barrier_2lc(c);
-                    let tag = slots.len() as u64 + 1;
-                    slots.push(tag);
-                    fly[t] = InFlight { phase: 1, slot, tag, node };
+fn generate_two_lock(p: &Params) -> Generated {
+    let mut g = Gen::new(p);
+    let s = Shape::new(p, &mut g);
+    let total = p.ops * p.threads as u64;
+    let (reserve, update, head_v, list) = {
+        let c = &mut g.ctx(0);
+        let r = Mcs::new(c, p.threads);
+        let u = Mcs::new(c, p.threads);
+        // Volatile: the reservation head and the insert list (per slot: end offset, done),
+        // with the index of its oldest entry.
+        let hv = c.alloc_dram(64, 64);
+        let list = c.alloc_dram(16 * total + 64, 64);
+        (r, u, hv, list)
+    };
+    let list_oldest = head_v + 8;
+    let mut slots: Vec<u64> = Vec::new();
+    let mut op_slot: Vec<u64> = Vec::new();
+    let mut covered_by: Vec<usize> = vec![0; total as usize];
+    g.publish_setup(p.threads);
+    let mut left = vec![p.ops; p.threads];
+    let mut fly = vec![InFlight { phase: 0, slot: 0, tag: 0, node: 0 }; p.threads];
+    let mut live: Vec<usize> = (0..p.threads).collect();
+    while !live.is_empty() {
+        let i = g.rng.below(live.len() as u64) as usize;
+        let t = live[i];
+        let f = fly[t];
+        let c = &mut g.ctx(t);
+        match f.phase {
+            0 => {
+                c.begin("insert");
+                c.compute(s.compute);
+                s.lock_barrier_2lc(c);
+                reserve.lock(c); // 17
+                let start = c.load_u64(head_v); // 18
+                c.store_u64(head_v, start + s.slot);
+                let slot = start / s.slot;
+                let node = list + 16 * slot; // 19: APPEND(headV)
+                c.store_u64(node, start + s.slot);
+                c.store_u64(node + 8, 0);
+                reserve.unlock(c); // 20
+                s.lock_barrier_2lc(c);
+                let tag = slots.len() as u64 + 1;
+                slots.push(tag);
+                fly[t] = InFlight { phase: 1, slot, tag, node };
+            }
+            1 => {
+                if s.variant == Variant::Strand {
+                    c.strand(); // 21
+                                // The strand's copy needs nothing before it; what its head persist must
+                                // follow arrives through the update lock.
                 }
-                1 => {
-                    if s.variant == Variant::Strand {
-                        c.strand(); // 21
-                                    // The strand's copy needs nothing before it; what its head persist must
-                                    // follow arrives through the update lock.
-                    }
-                    s.copy(c, f.slot, f.tag); // 22
-                    s.barrier(c); // orders this copy before any head persist that covers it
-                    fly[t].phase = 2;
-                }
-                _ => {
-                    s.lock_barrier_2lc(c);
-                    update.lock(c); // 23
-                                    // 24: REMOVE(node): mark done; if it is the oldest, advance over done entries.
-                    c.store_u64(f.node + 8, 1);
-                    let mut oldest = c.load_u64(list_oldest);
-                    let mut new_head = None;
-                    if list + 16 * oldest == f.node {
-                        loop {
-                            let e = list + 16 * oldest;
-                            if oldest >= slots.len() as u64 || c.load_u64(e + 8) != 1 {
-                                break;
-                            }
-                            new_head = Some(c.load_u64(e));
-                            covered_by[oldest as usize] = t;
-                            oldest += 1;
+                s.copy(c, f.slot, f.tag); // 22
+                s.barrier(c); // orders this copy before any head persist that covers it
+                fly[t].phase = 2;
+            }
+            _ => {
+                s.lock_barrier_2lc(c);
+                update.lock(c); // 23
+                                // 24: REMOVE(node): mark done; if it is the oldest, advance over done entries.
+                c.store_u64(f.node + 8, 1);
+                let mut oldest = c.load_u64(list_oldest);
+                let mut new_head = None;
+                if list + 16 * oldest == f.node {
+                    loop {
+                        let e = list + 16 * oldest;
+                        if oldest >= slots.len() as u64 || c.load_u64(e + 8) != 1 {
+                            break;
                         }
-                        c.store_u64(list_oldest, oldest);
+                        new_head = Some(c.load_u64(e));
+                        covered_by[oldest as usize] = t;
+                        oldest += 1;
                     }
-                    if let Some(h) = new_head {
-                        s.barrier(c); // 27
-                        s.store_head(c, h); // 28
-                    }
-                    update.unlock(c); // 31
-                    s.lock_barrier_2lc(c);
-                    c.end("insert", OpRecord { op: 0, key: f.slot, value: f.tag, ..Default::default() });
-                    op_slot.push(f.slot);
-                    fly[t].phase = 0;
-                    left[t] -= 1;
-                    if left[t] == 0 {
-                        live.swap_remove(i);
-                        live.sort_unstable();
-                    }
+                    c.store_u64(list_oldest, oldest);
+                }
+                if let Some(h) = new_head {
+                    s.barrier(c); // 27
+                    s.store_head(c, h); // 28
+                }
+                update.unlock(c); // 31
+                s.lock_barrier_2lc(c);
+                c.end("insert", OpRecord { op: 0, key: f.slot, value: f.tag, ..Default::default() });
+                op_slot.push(f.slot);
+                fly[t].phase = 0;
+                left[t] -= 1;
+                if left[t] == 0 {
+                    live.swap_remove(i);
+                    live.sort_unstable();
                 }
             }
         }
-        finish(g, s, slots, op_slot, covered_by)
     }
+    finish(g, s, slots, op_slot, covered_by)
 }
 
 impl Shape {

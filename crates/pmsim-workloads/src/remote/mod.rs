@@ -47,7 +47,7 @@ mod tpcc;
 
 use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, Workload, WorkloadSpec};
 use pmsim_trace::{Event, Kind, MemImage, Trace, TraceBuilder, MAX_REGION_BYTES, SERVER_NODE};
 
 /// Per-thread state of the transform.
@@ -240,28 +240,10 @@ impl Recovery for ServerReplica {
     }
 }
 
-/// A client workload: a local generator and the transform.
-pub struct Client {
-    name: &'static str,
-    description: &'static str,
-    params: &'static [ParamSpec],
-    local: fn(&Params) -> Generated,
-}
-
-impl Workload for Client {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn description(&self) -> &'static str {
-        self.description
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        self.params
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let local = (self.local)(p);
-        Generated { trace: client_trace_with(&local.trace, p.get("epoch_compute")), recovery: Box::new(ServerReplica) }
-    }
+/// A client workload: the local generator's trace, transformed (see [`client_trace_with`]), with
+/// the logging library's work per persist epoch from the `epoch_compute` parameter.
+fn as_client(local: Generated, p: &Params) -> Generated {
+    Generated { trace: client_trace_with(&local.trace, p.get("epoch_compute")), recovery: Box::new(ServerReplica) }
 }
 
 /// N-Store's opt-WAL: instructions to build one log epoch (module doc).
@@ -296,7 +278,8 @@ const YCSB_PARAMS: &[ParamSpec] = &[
         default: "4000",
         unit: "instructions",
         range: int(0, 1 << 32), help: "client CPU work per transaction (one statement): 1 us at 2 GHz, IPC 2, the clients' common per-statement budget",
-    },    NSTORE_EPOCH,
+    },
+    NSTORE_EPOCH,
 ];
 
 const MEMCACHED_PARAMS: &[ParamSpec] = &[
@@ -309,39 +292,40 @@ const MEMCACHED_PARAMS: &[ParamSpec] = &[
         default: "40000",
         unit: "instructions",
         range: int(0, 1 << 32), help: "client CPU work per request: 10 us at 2 GHz, IPC 2 (a memslap request through loopback TCP, libevent and memcached's parser)",
-    },    PMDK_EPOCH,
+    },
+    PMDK_EPOCH,
 ];
 
 pub static WORKLOADS: &[&dyn Workload] = &[
-    &Client {
+    &WorkloadSpec {
         name: "rdma-tpcc",
         description: "client: TPC-C (New-Order, Payment, Delivery, Order-Status, Stock-Level) on an N-Store-like WAL engine; every log entry, link and row write replicated with rdma_pwrite, rdma_wait at commit",
         params: tpcc::PARAMS,
-        local: tpcc::generate,
+        generate: |p| as_client(tpcc::generate(p), p),
     },
-    &Client {
+    &WorkloadSpec {
         name: "rdma-ycsb",
         description: "client: YCSB on N-Store's opt-WAL engine (the nstore generator); log entry, link, in-place update and log clear replicated with rdma_pwrite, rdma_wait at commit",
         params: YCSB_PARAMS,
-        local: |p| crate::whisper::nstore::NStore.generate(p),
+        generate: |p| as_client(crate::whisper::nstore::NSTORE.generate(p), p),
     },
-    &Client {
+    &WorkloadSpec {
         name: "rdma-ctree",
         description: "client: PMDK ctree_map (crit-bit tree) insert-if-absent / remove-if-found transactions; undo entries, pointer swings and allocator updates replicated with rdma_pwrite",
         params: pmdk::CTREE_PARAMS,
-        local: pmdk::ctree,
+        generate: |p| as_client(pmdk::ctree(p), p),
     },
-    &Client {
+    &WorkloadSpec {
         name: "rdma-hashmap",
         description: "client: PMDK hashmap_tx insert-if-absent / remove-if-found transactions; undo entries, bucket and count updates replicated with rdma_pwrite",
         params: pmdk::HASHMAP_PARAMS,
-        local: pmdk::hashmap,
+        generate: |p| as_client(pmdk::hashmap(p), p),
     },
-    &Client {
+    &WorkloadSpec {
         name: "rdma-memcached",
         description: "client: persistent memcached (the memcached generator), memslap mix with 5% SET; each SET's undo-logged transaction replicated with rdma_pwrite, GETs local",
         params: MEMCACHED_PARAMS,
-        local: |p| crate::whisper::memcached::Memcached.generate(p),
+        generate: |p| as_client(crate::whisper::memcached::MEMCACHED.generate(p), p),
     },
 ];
 

@@ -21,14 +21,19 @@
 //! value PUT for it, at least as new as its last PUT whose commit dfence completed.
 
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
+use crate::params::{compute, int, ParamSpec, Params};
 use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
+use crate::registry::{Generated, WorkloadSpec};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-pub struct Echo;
+pub static ECHO: WorkloadSpec = WorkloadSpec {
+    name: "echo",
+    description: "Echo KV store: clients batch PUTs in DRAM, hand them over by release; master persists versioned entries + snapshot, ofence per pair, dfence per batch",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "keys", default: "4096", unit: "keys", range: int(1, 1 << 30), help: "key space of the clients" },
@@ -46,13 +51,7 @@ const PARAMS: &[ParamSpec] = &[
         range: int(1, 1 << 16),
         help: "PUTs a client buffers locally before handing them to the master",
     },
-    ParamSpec {
-        name: "compute",
-        default: "150",
-        unit: "instructions",
-        range: int(0, 1_000_000),
-        help: "non-memory work per PUT (request generation, local hashing)",
-    },
+    compute("150", "non-memory work per PUT (request generation, local hashing)"),
     ParamSpec {
         name: "poll",
         default: "100",
@@ -158,94 +157,83 @@ impl Master {
     }
 }
 
-impl Workload for Echo {
-    fn name(&self) -> &'static str {
-        "echo"
-    }
-    fn description(&self) -> &'static str {
-        "Echo KV store: clients batch PUTs in DRAM, hand them over by release; master persists versioned entries + snapshot, ofence per pair, dfence per batch"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let keys = p.get("keys").max(1);
-        let batch = p.get("batch").max(1) as usize;
-        let (compute, poll) = (p.get("compute"), p.get("poll"));
-        let mut g = Gen::new(p);
-        let nbuckets = p.get("buckets").max(1);
-        let l = Layout {
-            hdr: g.heap.alloc_pm(64, 64),
-            buckets: g.heap.alloc_pm(nbuckets * 8, 64),
-            nbuckets,
-            ks: p.key_size,
-            vs: p.value_size,
-        };
-        let mbox = g.heap.alloc_dram(64 * p.threads as u64, 64);
-        let pair = r8(p.key_size) + r8(p.value_size);
-        let local_stores: Vec<u64> = (0..p.threads).map(|_| g.heap.alloc_dram(batch as u64 * pair, 64)).collect();
-        let clients: Vec<usize> = if p.threads == 1 { vec![0] } else { (1..p.threads).collect() };
-        let mut m = Master {
-            l,
-            entries: FxHashSet::default(),
-            nodes: FxHashSet::default(),
-            keyh: FxHashMap::default(),
-            batches: vec![Vec::new(); p.threads],
-            consumed: vec![0; p.threads],
-            mbox,
-            local: local_stores,
-        };
-        let mut local: Vec<Vec<(u64, u64)>> = vec![Vec::new(); p.threads];
-        let mut tag = 0u64;
-        let publish = |c: &mut Ctx<'_>, m: &mut Master, local: &mut Vec<(u64, u64)>| {
-            let t = c.thread;
-            m.batches[t].push(std::mem::take(local));
-            c.release_value(m.mbox + t as u64 * 64, m.batches[t].len() as u64);
-        };
-        Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-            if p.threads > 1 && c.thread == 0 {
-                c.begin("commit");
-                c.compute(poll);
-                let merged = m.poll(c, &clients);
-                let op = if merged > 0 { 2 } else { OP_READ };
-                c.end("commit", OpRecord { op, key: merged, ..Default::default() });
-                return;
-            }
-            let key = c.rng().below(keys);
-            tag += 1;
-            c.begin("put");
-            c.compute(compute);
-            let t = c.thread;
-            let slot = m.local[t] + local[t].len() as u64 * pair;
-            let mut kv = key_bytes(key, m.l.ks);
-            kv.resize(r8(m.l.ks) as usize, 0);
-            kv.extend_from_slice(&value_bytes(tag, m.l.vs));
-            c.store(slot, &kv);
-            local[t].push((key, tag));
-            if local[t].len() >= batch {
-                publish(c, &mut m, &mut local[t]);
-                if p.threads == 1 {
-                    m.poll(c, &clients);
-                }
-            }
-            c.end("put", OpRecord { op: 1, key, value: tag, ..Default::default() });
-        });
-        // Shutdown: clients hand over partial batches, the master drains everything.
-        for &cl in &clients {
-            if !local[cl].is_empty() {
-                publish(&mut g.ctx(cl), &mut m, &mut local[cl]);
-            }
-        }
-        {
-            let mut c = g.ctx(0);
+fn generate(p: &Params) -> Generated {
+    let keys = p.get("keys").max(1);
+    let batch = p.get("batch").max(1) as usize;
+    let (compute, poll) = (p.get("compute"), p.get("poll"));
+    let mut g = Gen::new(p);
+    let nbuckets = p.get("buckets").max(1);
+    let l = Layout {
+        hdr: g.heap.alloc_pm(64, 64),
+        buckets: g.heap.alloc_pm(nbuckets * 8, 64),
+        nbuckets,
+        ks: p.key_size,
+        vs: p.value_size,
+    };
+    let mbox = g.heap.alloc_dram(64 * p.threads as u64, 64);
+    let pair = r8(p.key_size) + r8(p.value_size);
+    let local_stores: Vec<u64> = (0..p.threads).map(|_| g.heap.alloc_dram(batch as u64 * pair, 64)).collect();
+    let clients: Vec<usize> = if p.threads == 1 { vec![0] } else { (1..p.threads).collect() };
+    let mut m = Master {
+        l,
+        entries: FxHashSet::default(),
+        nodes: FxHashSet::default(),
+        keyh: FxHashMap::default(),
+        batches: vec![Vec::new(); p.threads],
+        consumed: vec![0; p.threads],
+        mbox,
+        local: local_stores,
+    };
+    let mut local: Vec<Vec<(u64, u64)>> = vec![Vec::new(); p.threads];
+    let mut tag = 0u64;
+    let publish = |c: &mut Ctx<'_>, m: &mut Master, local: &mut Vec<(u64, u64)>| {
+        let t = c.thread;
+        m.batches[t].push(std::mem::take(local));
+        c.release_value(m.mbox + t as u64 * 64, m.batches[t].len() as u64);
+    };
+    Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
+        if p.threads > 1 && c.thread == 0 {
             c.begin("commit");
-            let merged = m.poll(&mut c, &clients);
-            c.end("commit", OpRecord { op: if merged > 0 { 2 } else { OP_READ }, key: merged, ..Default::default() });
+            c.compute(poll);
+            let merged = m.poll(c, &clients);
+            let op = if merged > 0 { 2 } else { OP_READ };
+            c.end("commit", OpRecord { op, key: merged, ..Default::default() });
+            return;
         }
-        let (trace, _log) = g.finish();
-        let Master { l, entries, nodes, keyh, .. } = m;
-        Generated { trace, recovery: Box::new(EchoRecovery { l, entries, nodes, keyh }) }
+        let key = c.rng().below(keys);
+        tag += 1;
+        c.begin("put");
+        c.compute(compute);
+        let t = c.thread;
+        let slot = m.local[t] + local[t].len() as u64 * pair;
+        let mut kv = key_bytes(key, m.l.ks);
+        kv.resize(r8(m.l.ks) as usize, 0);
+        kv.extend_from_slice(&value_bytes(tag, m.l.vs));
+        c.store(slot, &kv);
+        local[t].push((key, tag));
+        if local[t].len() >= batch {
+            publish(c, &mut m, &mut local[t]);
+            if p.threads == 1 {
+                m.poll(c, &clients);
+            }
+        }
+        c.end("put", OpRecord { op: 1, key, value: tag, ..Default::default() });
+    });
+    // Shutdown: clients hand over partial batches, the master drains everything.
+    for &cl in &clients {
+        if !local[cl].is_empty() {
+            publish(&mut g.ctx(cl), &mut m, &mut local[cl]);
+        }
     }
+    {
+        let mut c = g.ctx(0);
+        c.begin("commit");
+        let merged = m.poll(&mut c, &clients);
+        c.end("commit", OpRecord { op: if merged > 0 { 2 } else { OP_READ }, key: merged, ..Default::default() });
+    }
+    let (trace, _log) = g.finish();
+    let Master { l, entries, nodes, keyh, .. } = m;
+    Generated { trace, recovery: Box::new(EchoRecovery { l, entries, nodes, keyh }) }
 }
 
 struct EchoRecovery {

@@ -16,17 +16,25 @@
 //! item free xor linked, count right), hash chains (keys hash to their bucket, unique, well
 //! formed), the LRU list (doubly linked, same items), each key's state against its SET/evict
 //! history (nothing lost that a completed dfence made durable), and per-word history.
+//!
+//! Built on [`crate::blocks::undo_tx`] and [`crate::blocks::requests`] (the SET/GET mix).
 
-use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
-use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
-use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use crate::blocks::requests::{Mix, Request};
+use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
+use crate::ctx::{Ctx, Gen};
+use crate::params::{compute, int, percent, ParamSpec, Params};
+use crate::recovery::{OpRecord, RecoveryError};
+use crate::registry::{Generated, WorkloadSpec};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-pub struct Memcached;
+pub static MEMCACHED: WorkloadSpec = WorkloadSpec {
+    name: "memcached",
+    description: "persistent memcached: each SET one undo-logged tx under cache_lock (slab alloc/evict, hash link, LRU), dfence at commit",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -38,20 +46,8 @@ const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec { name: "keys", default: "4096", unit: "keys", range: int(1, 1 << 30), help: "key space of the clients" },
     ParamSpec { name: "buckets", default: "1024", unit: "buckets", range: int(1, 1 << 24), help: "hash table size" },
-    ParamSpec {
-        name: "set_pct",
-        default: "90",
-        unit: "%",
-        range: int(0, 100),
-        help: "share of SETs (the rest are GETs)",
-    },
-    ParamSpec {
-        name: "compute",
-        default: "200",
-        unit: "instructions",
-        range: int(0, 1_000_000),
-        help: "non-memory work per request (protocol parsing, hashing)",
-    },
+    percent("set_pct", "90", "share of SETs (the rest are GETs)"),
+    compute("200", "non-memory work per request (protocol parsing, hashing)"),
 ];
 
 // Item: {h_next, lru_prev, lru_next, key, value}.
@@ -117,141 +113,119 @@ enum KeyEvent {
     Gone,
 }
 
-impl Workload for Memcached {
-    fn name(&self) -> &'static str {
-        "memcached"
+fn generate(p: &Params) -> Generated {
+    let nitems = p.get("items").max(2);
+    let nkeys = p.get("keys").max(1);
+    let nbuckets = p.get("buckets").max(1);
+    let set_pct = p.get("set_pct").min(100);
+    let compute = p.get("compute");
+    let mut g = Gen::new(p);
+    let isize = KEY + r8(p.key_size) + r8(p.value_size);
+    let l = Layout {
+        meta: g.heap.alloc_pm(64, 64),
+        buckets: g.heap.alloc_pm(nbuckets * 8, 64),
+        nbuckets,
+        slab: g.heap.alloc_pm(nitems * isize, 4096),
+        free_next: g.heap.alloc_pm(nitems * 8, 64),
+        items: nitems,
+        isize,
+        ks: p.key_size,
+        vs: p.value_size,
+    };
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
+    let cache_lock = g.heap.alloc_dram(64, 64);
+    let mut keyh: FxHashMap<u64, Vec<(u32, KeyEvent)>> = FxHashMap::default();
+    {
+        // Slab initialisation: every item on the free list.
+        let mut c = g.ctx(0);
+        let mut words = vec![l.meta + FREE_HEAD];
+        for i in 0..nitems {
+            let next = if i + 1 < nitems { l.item(i + 1) } else { 0 };
+            c.store_u64(l.free_next + i * 8, next);
+            words.push(l.free_next + i * 8);
+        }
+        c.store_u64(l.meta + FREE_HEAD, l.item(0));
+        undo.setup_done(&mut c, words);
     }
-    fn description(&self) -> &'static str {
-        "persistent memcached: each SET one undo-logged tx under cache_lock (slab alloc/evict, hash link, LRU), dfence at commit"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let nitems = p.get("items").max(2);
-        let nkeys = p.get("keys").max(1);
-        let nbuckets = p.get("buckets").max(1);
-        let set_pct = p.get("set_pct").min(100);
-        let compute = p.get("compute");
-        let mut g = Gen::new(p);
-        let isize = KEY + r8(p.key_size) + r8(p.value_size);
-        let l = Layout {
-            meta: g.heap.alloc_pm(64, 64),
-            buckets: g.heap.alloc_pm(nbuckets * 8, 64),
-            nbuckets,
-            slab: g.heap.alloc_pm(nitems * isize, 4096),
-            free_next: g.heap.alloc_pm(nitems * 8, 64),
-            items: nitems,
-            isize,
-            ks: p.key_size,
-            vs: p.value_size,
-        };
-        let logs = alloc_logs(&mut g.heap, p.threads);
-        let cache_lock = g.heap.alloc_dram(64, 64);
-        let mut hist = History::default();
-        let mut keyh: FxHashMap<u64, Vec<(u32, KeyEvent)>> = FxHashMap::default();
-        let setup_gid = {
-            // Slab initialisation: every item on the free list.
-            let mut c = g.ctx(0);
-            let mut words = vec![l.meta + FREE_HEAD];
-            for i in 0..nitems {
-                let next = if i + 1 < nitems { l.item(i + 1) } else { 0 };
-                c.store_u64(l.free_next + i * 8, next);
-                words.push(l.free_next + i * 8);
-            }
-            c.store_u64(l.meta + FREE_HEAD, l.item(0));
-            let gid = c.dfence();
-            hist.record(SETUP, words, &c.g.heap);
-            gid
-        };
-        let (mut txid, mut tag) = (0u64, 0u64);
-        Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-            let set = c.rng().percent(set_pct);
-            let key = c.rng().below(nkeys);
-            let m = l.meta;
-            c.begin(if set { "set" } else { "get" });
-            c.compute(compute);
-            c.lock(cache_lock);
-            if !set {
-                let v = l.find(c, key).map(|(_, it)| c.load_bytes(l.val(it), l.vs));
-                let t = v.map(|v| u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]))).unwrap_or(0);
-                c.end("get", OpRecord { op: OP_READ, key, value: t, ..Default::default() });
-                c.unlock(cache_lock);
-                return;
-            }
-            txid += 1;
-            tag += 1;
-            let idx = c.g.log.ops.len() as u32;
-            let mut tx = Tx::begin(logs[c.thread], txid, true, false);
-            let mut count = c.load_u64(m + COUNT);
-            // item_alloc: slab free list, else evict the LRU tail.
-            let free = c.load_u64(m + FREE_HEAD);
-            let it = if free != 0 {
-                let nx = c.load_u64(l.free_next(free));
-                tx.write_u64(c, m + FREE_HEAD, nx);
-                tx.fresh(free, l.isize);
-                free
-            } else {
-                let t = c.load_u64(m + LRU_TAIL);
-                let ek = c.load_u64(t + KEY) - 1;
-                if let Some((link, _)) = l.find(c, ek) {
-                    let nx = c.load_u64(t + H_NEXT);
-                    tx.write_u64(c, link, nx);
-                }
-                let prev = c.load_u64(t + LRU_PREV);
-                tx.write_u64(c, if prev == 0 { m + LRU_HEAD } else { prev + LRU_NEXT }, 0);
-                tx.write_u64(c, m + LRU_TAIL, prev);
-                count -= 1;
-                tx.add(c, t, l.isize); // reachable before the tx: snapshot before reuse
-                keyh.entry(ek).or_default().push((idx, KeyEvent::Gone));
-                t
-            };
-            // item_replace: unlink and free the key's old item.
-            if let Some((link, old)) = l.find(c, key) {
-                let nx = c.load_u64(old + H_NEXT);
-                tx.write_u64(c, link, nx);
-                let (pv, nx) = (c.load_u64(old + LRU_PREV), c.load_u64(old + LRU_NEXT));
-                tx.write_u64(c, if pv == 0 { m + LRU_HEAD } else { pv + LRU_NEXT }, nx);
-                tx.write_u64(c, if nx == 0 { m + LRU_TAIL } else { nx + LRU_PREV }, pv);
-                let fh = c.load_u64(m + FREE_HEAD);
-                tx.write_u64(c, l.free_next(old), fh);
-                tx.write_u64(c, m + FREE_HEAD, old);
-                count -= 1;
-            }
-            // Fill the item, then link it at the bucket head and the LRU head.
-            let (bh, lh) = (c.load_u64(l.bucket(key)), c.load_u64(m + LRU_HEAD));
-            let mut body = Vec::with_capacity(l.isize as usize);
-            for w in [bh, 0, lh] {
-                body.extend_from_slice(&w.to_le_bytes());
-            }
-            body.extend_from_slice(&key_bytes(key, l.ks));
-            body.resize((KEY + r8(l.ks)) as usize, 0);
-            body.extend_from_slice(&value_bytes(tag, l.vs));
-            body.resize(l.isize as usize, 0);
-            tx.write(c, it, &body);
-            tx.write_u64(c, l.bucket(key), it);
-            tx.write_u64(c, if lh == 0 { m + LRU_TAIL } else { lh + LRU_PREV }, it);
-            tx.write_u64(c, m + LRU_HEAD, it);
-            tx.write_u64(c, m + COUNT, count + 1);
-            let words = tx.commit(c);
-            hist.record(idx, words, &c.g.heap);
-            keyh.entry(key).or_default().push((idx, KeyEvent::Set(tag)));
-            c.end("set", OpRecord { op: 1, key, value: tag, ..Default::default() });
-            c.op_dfence();
+    let (mut txid, mut tag) = (0u64, 0u64);
+    let mix = Mix { primary_pct: set_pct, labels: ["set", "get"], keys: nkeys, compute };
+    mix.run(&mut g, p, |c, Request { primary: set, key, .. }| {
+        let m = l.meta;
+        c.lock(cache_lock);
+        if !set {
+            let v = l.find(c, key).map(|(_, it)| c.load_bytes(l.val(it), l.vs));
+            let t = v.map(|v| u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]))).unwrap_or(0);
+            c.end("get", OpRecord { op: OP_READ, key, value: t, ..Default::default() });
             c.unlock(cache_lock);
-        });
-        let (trace, log) = g.finish();
-        Generated { trace, recovery: Box::new(McRecovery { l, logs, hist, keyh, log, setup_gid }) }
-    }
+            return;
+        }
+        txid += 1;
+        tag += 1;
+        let idx = c.g.log.ops.len() as u32;
+        let mut tx = undo.begin(c, txid, true, false);
+        let mut count = c.load_u64(m + COUNT);
+        // item_alloc: slab free list, else evict the LRU tail.
+        let free = c.load_u64(m + FREE_HEAD);
+        let it = if free != 0 {
+            let nx = c.load_u64(l.free_next(free));
+            tx.write_u64(c, m + FREE_HEAD, nx);
+            tx.fresh(free, l.isize);
+            free
+        } else {
+            let t = c.load_u64(m + LRU_TAIL);
+            let ek = c.load_u64(t + KEY) - 1;
+            if let Some((link, _)) = l.find(c, ek) {
+                let nx = c.load_u64(t + H_NEXT);
+                tx.write_u64(c, link, nx);
+            }
+            let prev = c.load_u64(t + LRU_PREV);
+            tx.write_u64(c, if prev == 0 { m + LRU_HEAD } else { prev + LRU_NEXT }, 0);
+            tx.write_u64(c, m + LRU_TAIL, prev);
+            count -= 1;
+            tx.add(c, t, l.isize); // reachable before the tx: snapshot before reuse
+            keyh.entry(ek).or_default().push((idx, KeyEvent::Gone));
+            t
+        };
+        // item_replace: unlink and free the key's old item.
+        if let Some((link, old)) = l.find(c, key) {
+            let nx = c.load_u64(old + H_NEXT);
+            tx.write_u64(c, link, nx);
+            let (pv, nx) = (c.load_u64(old + LRU_PREV), c.load_u64(old + LRU_NEXT));
+            tx.write_u64(c, if pv == 0 { m + LRU_HEAD } else { pv + LRU_NEXT }, nx);
+            tx.write_u64(c, if nx == 0 { m + LRU_TAIL } else { nx + LRU_PREV }, pv);
+            let fh = c.load_u64(m + FREE_HEAD);
+            tx.write_u64(c, l.free_next(old), fh);
+            tx.write_u64(c, m + FREE_HEAD, old);
+            count -= 1;
+        }
+        // Fill the item, then link it at the bucket head and the LRU head.
+        let (bh, lh) = (c.load_u64(l.bucket(key)), c.load_u64(m + LRU_HEAD));
+        let mut body = Vec::with_capacity(l.isize as usize);
+        for w in [bh, 0, lh] {
+            body.extend_from_slice(&w.to_le_bytes());
+        }
+        body.extend_from_slice(&key_bytes(key, l.ks));
+        body.resize((KEY + r8(l.ks)) as usize, 0);
+        body.extend_from_slice(&value_bytes(tag, l.vs));
+        body.resize(l.isize as usize, 0);
+        tx.write(c, it, &body);
+        tx.write_u64(c, l.bucket(key), it);
+        tx.write_u64(c, if lh == 0 { m + LRU_TAIL } else { lh + LRU_PREV }, it);
+        tx.write_u64(c, m + LRU_HEAD, it);
+        tx.write_u64(c, m + COUNT, count + 1);
+        undo.commit(c, tx);
+        keyh.entry(key).or_default().push((idx, KeyEvent::Set(tag)));
+        c.end("set", OpRecord { op: 1, key, value: tag, ..Default::default() });
+        c.op_dfence();
+        c.unlock(cache_lock);
+    });
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(UndoRecovery { undo, structure: McRecovery { l, keyh } }) }
 }
 
 struct McRecovery {
     l: Layout,
-    logs: Vec<u64>,
-    hist: History,
     keyh: FxHashMap<u64, Vec<(u32, KeyEvent)>>,
-    log: OpLog,
-    setup_gid: u64,
 }
 
 fn fail<T>(m: String) -> Result<T, RecoveryError> {
@@ -314,16 +288,10 @@ impl McRecovery {
     }
 }
 
-impl Recovery for McRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-        if !dfence_done(self.setup_gid) {
-            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
-        }
-        let kv = self.structure(&img)?;
-        let durable = |op: u32| self.log.ops.get(op as usize).and_then(|o| o.durable_at).is_some_and(dfence_done);
+impl Structure for McRecovery {
+    fn check(&self, img: &MemImage, undo: &UndoTxs, dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
+        let kv = self.structure(img)?;
+        let durable = |op: u32| undo.log.ops.get(op as usize).and_then(|o| o.durable_at).is_some_and(dfence_done);
         let mut keys: Vec<_> = self.keyh.iter().collect();
         keys.sort_unstable_by_key(|e| *e.0);
         for (&k, events) in keys {
@@ -346,6 +314,6 @@ impl Recovery for McRecovery {
                 return fail(format!("key {k} is present but was never SET"));
             }
         }
-        Ok(RecoveryReport { items: kv.len() as u64, durable_ops_checked: checked })
+        Ok(kv.len() as u64)
     }
 }

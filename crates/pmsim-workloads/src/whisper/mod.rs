@@ -10,4 +10,4 @@ pub mod memcached;
 pub mod nstore;
 pub mod vacation;
 
-pub static WORKLOADS: &[&dyn Workload] = &[&nstore::NStore, &echo::Echo, &vacation::Vacation, &memcached::Memcached];
+pub static WORKLOADS: &[&dyn Workload] = &[&nstore::NSTORE, &echo::ECHO, &vacation::VACATION, &memcached::MEMCACHED];

@@ -14,16 +14,25 @@
 //! Recovery (N-Store's `recovery()`): undo the entries of a non-empty log, newest first; then
 //! check every tuple's key, that its value is one written to it and not older than the last
 //! durable update (per-word history).
+//!
+//! Built on [`crate::blocks::undo_tx`] (linked undo log) and [`crate::blocks::requests`] (YCSB's
+//! update/read mix).
 
-use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
-use crate::ctx::{Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
-use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, History, OP_READ, SETUP};
+use crate::blocks::requests::{Mix, Request};
+use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
+use crate::ctx::Gen;
+use crate::params::{compute, int, percent, ParamSpec, Params};
+use crate::recovery::{OpRecord, RecoveryError};
+use crate::registry::{Generated, WorkloadSpec};
+use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
 
-pub struct NStore;
+pub static NSTORE: WorkloadSpec = WorkloadSpec {
+    name: "nstore",
+    description: "N-Store opt-WAL engine, YCSB 80/20: before-image log entry + ofence, link + ofence, in-place update + ofence, log clear + dfence",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -33,13 +42,7 @@ const PARAMS: &[ParamSpec] = &[
         range: int(1, 1 << 24),
         help: "rows in the YCSB table (loaded before the run)",
     },
-    ParamSpec {
-        name: "update_pct",
-        default: "80",
-        unit: "%",
-        range: int(0, 100),
-        help: "share of update transactions (the rest read)",
-    },
+    percent("update_pct", "80", "share of update transactions (the rest read)"),
     ParamSpec {
         name: "partitions",
         default: "64",
@@ -47,13 +50,7 @@ const PARAMS: &[ParamSpec] = &[
         range: int(1, 1 << 20),
         help: "lock partitions over the table",
     },
-    ParamSpec {
-        name: "compute",
-        default: "200",
-        unit: "instructions",
-        range: int(0, 1_000_000),
-        help: "non-memory work per transaction (statement parsing, serialisation)",
-    },
+    compute("200", "non-memory work per transaction (statement parsing, serialisation)"),
 ];
 
 struct Layout {
@@ -73,91 +70,63 @@ impl Layout {
     }
 }
 
-impl Workload for NStore {
-    fn name(&self) -> &'static str {
-        "nstore"
+fn generate(p: &Params) -> Generated {
+    let tuples = p.get("tuples").max(1);
+    let upd = p.get("update_pct").min(100);
+    let parts = p.get("partitions").max(1);
+    let compute = p.get("compute");
+    let mut g = Gen::new(p);
+    let stride = (r8(p.key_size) + r8(p.value_size)).div_ceil(64) * 64;
+    let l = Layout { table: g.heap.alloc_pm(tuples * stride, 4096), stride, ks: p.key_size, vs: p.value_size, tuples };
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
+    let locks = g.heap.alloc_dram(parts * 64, 64);
+    let mut tag = 0u64;
+    {
+        let mut c = g.ctx(0);
+        let mut words = Vec::new();
+        for i in 0..tuples {
+            tag += 1;
+            c.store(l.tuple(i), &key_bytes(i, l.ks));
+            c.store(l.val(i), &value_bytes(tag, l.vs));
+            words.extend((0..(r8(l.ks) + r8(l.vs)) / 8).map(|w| l.tuple(i) + w * 8));
+        }
+        undo.setup_done(&mut c, words);
     }
-    fn description(&self) -> &'static str {
-        "N-Store opt-WAL engine, YCSB 80/20: before-image log entry + ofence, link + ofence, in-place update + ofence, log clear + dfence"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let tuples = p.get("tuples").max(1);
-        let upd = p.get("update_pct").min(100);
-        let parts = p.get("partitions").max(1);
-        let compute = p.get("compute");
-        let mut g = Gen::new(p);
-        let stride = (r8(p.key_size) + r8(p.value_size)).div_ceil(64) * 64;
-        let l =
-            Layout { table: g.heap.alloc_pm(tuples * stride, 4096), stride, ks: p.key_size, vs: p.value_size, tuples };
-        let logs = alloc_logs(&mut g.heap, p.threads);
-        let locks = g.heap.alloc_dram(parts * 64, 64);
-        let mut hist = History::default();
-        let mut tag = 0u64;
-        let setup_gid = {
-            let mut c = g.ctx(0);
-            let mut words = Vec::new();
-            for i in 0..tuples {
-                tag += 1;
-                c.store(l.tuple(i), &key_bytes(i, l.ks));
-                c.store(l.val(i), &value_bytes(tag, l.vs));
-                words.extend((0..(r8(l.ks) + r8(l.vs)) / 8).map(|w| l.tuple(i) + w * 8));
-            }
-            let gid = c.dfence();
-            hist.record(SETUP, words, &c.g.heap);
-            gid
-        };
-        let mut txid = 0u64;
-        Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-            let update = c.rng().percent(upd);
-            let key = c.rng().below(tuples);
-            let lock = locks + (key % parts) * 64;
-            let label = if update { "update" } else { "read" };
-            c.begin(label);
-            c.compute(compute);
-            c.lock(lock);
-            c.load_bytes(l.tuple(key), l.ks); // index lookup: compare the key
-            if update {
-                txid += 1;
-                tag += 1;
-                let mut tx = Tx::begin(logs[c.thread], txid, true, true);
-                tx.write(c, l.val(key), &value_bytes(tag, l.vs));
-                let words = tx.commit(c);
-                let idx = c.g.log.ops.len() as u32;
-                hist.record(idx, words, &c.g.heap);
-                c.end(label, OpRecord { op: 1, key, value: tag, ..Default::default() });
-                c.op_dfence();
-            } else {
-                let v = c.load_bytes(l.val(key), l.vs);
-                let t = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
-                c.end(label, OpRecord { op: OP_READ, key, value: t, ..Default::default() });
-            }
-            c.unlock(lock);
-        });
-        let (trace, log) = g.finish();
-        Generated { trace, recovery: Box::new(NStoreRecovery { l, logs, hist, log, setup_gid }) }
-    }
+    let mut txid = 0u64;
+    let mix = Mix { primary_pct: upd, labels: ["update", "read"], keys: tuples, compute };
+    mix.run(&mut g, p, |c, Request { primary: update, key, label }| {
+        let lock = locks + (key % parts) * 64;
+        c.lock(lock);
+        c.load_bytes(l.tuple(key), l.ks); // index lookup: compare the key
+        if update {
+            txid += 1;
+            tag += 1;
+            let mut tx = undo.begin(c, txid, true, true);
+            tx.write(c, l.val(key), &value_bytes(tag, l.vs));
+            undo.commit(c, tx);
+            c.end(label, OpRecord { op: 1, key, value: tag, ..Default::default() });
+            c.op_dfence();
+        } else {
+            let v = c.load_bytes(l.val(key), l.vs);
+            let t = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
+            c.end(label, OpRecord { op: OP_READ, key, value: t, ..Default::default() });
+        }
+        c.unlock(lock);
+    });
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(UndoRecovery { undo, structure: NStoreRecovery { l } }) }
 }
 
 struct NStoreRecovery {
     l: Layout,
-    logs: Vec<u64>,
-    hist: History,
-    log: OpLog,
-    setup_gid: u64,
 }
 
-impl Recovery for NStoreRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
+impl Structure for NStoreRecovery {
+    /// Runs once the load phase's dfence completed (before it the table may be partly written).
+    fn check(&self, img: &MemImage, _: &UndoTxs, _: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
         let l = &self.l;
         let mut items = 0;
-        // Before the load phase's dfence the table may be partly written: only history applies.
-        let loaded = dfence_done(self.setup_gid);
-        for i in (0..l.tuples).filter(|_| loaded) {
+        for i in 0..l.tuples {
             let key = key_of(&img.read_bytes(l.tuple(i), l.ks));
             let val = value_of(&img.read_bytes(l.val(i), l.vs));
             match (key, val) {
@@ -165,7 +134,6 @@ impl Recovery for NStoreRecovery {
                 _ => return Err(RecoveryError::new(format!("tuple {i} is not a well-formed row with key {i}"))),
             }
         }
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-        Ok(RecoveryReport { items, durable_ops_checked: checked })
+        Ok(items)
     }
 }

@@ -18,16 +18,24 @@
 //! transaction, then check every record (`used + free == total`), every customer, and the
 //! cross-table invariant that each record's `numUsed` equals the reservations customers hold on
 //! it (a torn transaction breaks it), plus the per-word history.
+//!
+//! Built on [`crate::blocks::undo_tx`] (its three-kind STAMP mix is drawn here).
 
-use crate::atlas::undo_log::{alloc_logs, rollback, Tx};
+use crate::atlas::undo_log::Tx;
+use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{int, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
-use crate::registry::{Generated, Workload};
-use crate::whisper::common::{History, OP_READ, SETUP};
+use crate::params::{compute, int, percent, ParamSpec, Params};
+use crate::recovery::{OpRecord, RecoveryError};
+use crate::registry::{Generated, WorkloadSpec};
+use crate::whisper::common::OP_READ;
 use pmsim_trace::MemImage;
 
-pub struct Vacation;
+pub static VACATION: WorkloadSpec = WorkloadSpec {
+    name: "vacation",
+    description: "STAMP vacation, persistent: undo-logged tx (TX_ADD + ofence per object) under a coarse lock, dfence at commit, volatile bookkeeping before unlock",
+    params: PARAMS,
+    generate,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -51,20 +59,8 @@ const PARAMS: &[ParamSpec] = &[
         range: int(1, 100),
         help: "share of the ids that queries range over (STAMP -q)",
     },
-    ParamSpec {
-        name: "user_pct",
-        default: "90",
-        unit: "%",
-        range: int(0, 100),
-        help: "share of make-reservation transactions (STAMP -u)",
-    },
-    ParamSpec {
-        name: "compute",
-        default: "300",
-        unit: "instructions",
-        range: int(0, 1_000_000),
-        help: "non-memory work per transaction (client request generation)",
-    },
+    percent("user_pct", "90", "share of make-reservation transactions (STAMP -u)"),
+    compute("300", "non-memory work per transaction (client request generation)"),
     ParamSpec {
         name: "bookkeeping",
         default: "200",
@@ -116,95 +112,78 @@ impl Layout {
     }
 }
 
-impl Workload for Vacation {
-    fn name(&self) -> &'static str {
-        "vacation"
-    }
-    fn description(&self) -> &'static str {
-        "STAMP vacation, persistent: undo-logged tx (TX_ADD + ofence per object) under a coarse lock, dfence at commit, volatile bookkeeping before unlock"
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn generate(&self, p: &Params) -> Generated {
-        let n = p.get("relations").max(1);
-        let nq = p.get("queries").max(1);
-        let range = (n * p.get("query_pct").clamp(1, 100) / 100).max(1);
-        let user = p.get("user_pct").min(100);
-        let (compute, book) = (p.get("compute"), p.get("bookkeeping"));
-        let mut g = Gen::new(p);
-        let tables = [0, 1, 2].map(|_| g.heap.alloc_pm(n * 64, 4096));
-        let index = [0, 1, 2, 3].map(|_| g.heap.alloc_pm(n * 8, 64));
-        let customers = g.heap.alloc_pm(n * CUST.div_ceil(64) * 64, 4096);
-        let l = Layout { tables, index, customers, n };
-        let logs = alloc_logs(&mut g.heap, p.threads);
-        let lock = g.heap.alloc_dram(64, 64);
-        let stats = g.heap.alloc_dram(64 * p.threads as u64, 64);
-        let mut hist = History::default();
-        let setup_gid = {
-            let mut c = g.ctx(0);
-            let mut words = Vec::new();
-            for t in 0..3 {
-                for id in 0..n {
-                    let total = (c.rng().below(5) + 1) * 100;
-                    let price = c.rng().below(5) * 10 + 50;
-                    let a = l.rec(t, id);
-                    let rec: Vec<u8> = [id + 1, 0, total, total, price].iter().flat_map(|w| w.to_le_bytes()).collect();
-                    c.store(a, &rec);
-                    words.extend((0..REC / 8).map(|w| a + w * 8));
-                }
+fn generate(p: &Params) -> Generated {
+    let n = p.get("relations").max(1);
+    let nq = p.get("queries").max(1);
+    let range = (n * p.get("query_pct").clamp(1, 100) / 100).max(1);
+    let user = p.get("user_pct").min(100);
+    let (compute, book) = (p.get("compute"), p.get("bookkeeping"));
+    let mut g = Gen::new(p);
+    let tables = [0, 1, 2].map(|_| g.heap.alloc_pm(n * 64, 4096));
+    let index = [0, 1, 2, 3].map(|_| g.heap.alloc_pm(n * 8, 64));
+    let customers = g.heap.alloc_pm(n * CUST.div_ceil(64) * 64, 4096);
+    let l = Layout { tables, index, customers, n };
+    let mut undo = UndoTxs::new(&mut g.heap, p.threads);
+    let lock = g.heap.alloc_dram(64, 64);
+    let stats = g.heap.alloc_dram(64 * p.threads as u64, 64);
+    {
+        let mut c = g.ctx(0);
+        let mut words = Vec::new();
+        for t in 0..3 {
+            for id in 0..n {
+                let total = (c.rng().below(5) + 1) * 100;
+                let price = c.rng().below(5) * 10 + 50;
+                let a = l.rec(t, id);
+                let rec: Vec<u8> = [id + 1, 0, total, total, price].iter().flat_map(|w| w.to_le_bytes()).collect();
+                c.store(a, &rec);
+                words.extend((0..REC / 8).map(|w| a + w * 8));
             }
-            for t in 0..4 {
-                for id in 0..n {
-                    c.store_u64(l.index[t] + id * 8, id + 1);
-                    words.push(l.index[t] + id * 8);
-                }
+        }
+        for t in 0..4 {
+            for id in 0..n {
+                c.store_u64(l.index[t] + id * 8, id + 1);
+                words.push(l.index[t] + id * 8);
             }
-            let gid = c.dfence();
-            hist.record(SETUP, words, &c.g.heap);
-            gid
+        }
+        undo.setup_done(&mut c, words);
+    }
+    let mut txid = 0u64;
+    Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
+        let action = c.rng().below(100);
+        let (label, mut op) = if action < user {
+            ("make-reservation", 0)
+        } else if action % 2 == 0 {
+            ("delete-customer", 2)
+        } else {
+            ("update-tables", 1)
         };
-        let mut txid = 0u64;
-        Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-            let action = c.rng().below(100);
-            let (label, mut op) = if action < user {
-                ("make-reservation", 0)
-            } else if action % 2 == 0 {
-                ("delete-customer", 2)
-            } else {
-                ("update-tables", 1)
-            };
-            c.begin(label);
-            c.compute(compute);
-            c.lock(lock);
-            txid += 1;
-            let mut tx = Tx::begin(logs[c.thread], txid, true, false);
-            let mut key = 0;
-            match op {
-                0 => key = make_reservation(c, &l, &mut tx, nq, range),
-                2 => key = delete_customer(c, &l, &mut tx, range),
-                _ => update_tables(c, &l, &mut tx, nq, range),
-            }
-            let words = tx.commit(c);
-            if words.is_empty() {
-                op = OP_READ;
-            }
-            let idx = c.g.log.ops.len() as u32;
-            hist.record(idx, words, &c.g.heap);
-            c.end(label, OpRecord { op, key, value: txid, ..Default::default() });
-            if op != OP_READ {
-                c.op_dfence();
-            }
-            // Volatile bookkeeping (client statistics) before releasing the coarse lock.
-            c.compute(book);
-            let s = stats + c.thread as u64 * 64;
-            let v = c.load_u64(s);
-            c.store_u64(s, v + 1);
-            c.unlock(lock);
-        });
-        let (trace, log) = g.finish();
-        Generated { trace, recovery: Box::new(VacRecovery { l, logs, hist, log, setup_gid }) }
-    }
+        c.begin(label);
+        c.compute(compute);
+        c.lock(lock);
+        txid += 1;
+        let mut tx = undo.begin(c, txid, true, false);
+        let mut key = 0;
+        match op {
+            0 => key = make_reservation(c, &l, &mut tx, nq, range),
+            2 => key = delete_customer(c, &l, &mut tx, range),
+            _ => update_tables(c, &l, &mut tx, nq, range),
+        }
+        if undo.commit(c, tx) == 0 {
+            op = OP_READ;
+        }
+        c.end(label, OpRecord { op, key, value: txid, ..Default::default() });
+        if op != OP_READ {
+            c.op_dfence();
+        }
+        // Volatile bookkeeping (client statistics) before releasing the coarse lock.
+        c.compute(book);
+        let s = stats + c.thread as u64 * 64;
+        let v = c.load_u64(s);
+        c.store_u64(s, v + 1);
+        c.unlock(lock);
+    });
+    let trace = undo.finish(g);
+    Generated { trace, recovery: Box::new(UndoRecovery { undo, structure: VacRecovery { l } }) }
 }
 
 fn make_reservation(c: &mut Ctx<'_>, l: &Layout, tx: &mut Tx, nq: u64, range: u64) -> u64 {
@@ -297,20 +276,10 @@ fn update_tables(c: &mut Ctx<'_>, l: &Layout, tx: &mut Tx, nq: u64, range: u64) 
 
 struct VacRecovery {
     l: Layout,
-    logs: Vec<u64>,
-    hist: History,
-    log: OpLog,
-    setup_gid: u64,
 }
 
-impl Recovery for VacRecovery {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        let checked = self.hist.check(&img, &self.log, Some(self.setup_gid), dfence_done)?;
-        if !dfence_done(self.setup_gid) {
-            return Ok(RecoveryReport { items: 0, durable_ops_checked: checked });
-        }
+impl Structure for VacRecovery {
+    fn check(&self, img: &MemImage, _undo: &UndoTxs, _dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
         let l = &self.l;
         let err = |m: String| Err(RecoveryError::new(m));
         let mut held = vec![vec![0u64; l.n as usize]; 3];
@@ -349,6 +318,6 @@ impl Recovery for VacRecovery {
                 items += 1;
             }
         }
-        Ok(RecoveryReport { items, durable_ops_checked: checked })
+        Ok(items)
     }
 }
