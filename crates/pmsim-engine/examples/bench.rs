@@ -32,7 +32,9 @@ fn main() {
     let t = Arc::new(g.trace);
     let n = t.num_events();
     let mut best = f64::MAX;
-    for _ in 0..3 {
+    let repeat: usize = std::env::var("PMSIM_BENCH_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let mut engine_events = 0;
+    for _ in 0..repeat {
         let t0 = std::time::Instant::now();
         let s = match simulate(&t, &cfg, design) {
             Ok(s) => s,
@@ -42,10 +44,11 @@ fn main() {
             }
         };
         best = best.min(t0.elapsed().as_secs_f64());
+        engine_events = s.engine_events;
         std::hint::black_box(s);
     }
     println!(
-        "{workload} {design} threads={threads} ops={ops} pm.model={}: {n} events in {best:.3} s = {:.0} events/s",
+        "{workload} {design} threads={threads} ops={ops} pm.model={}: {n} events ({engine_events} engine events) in {best:.3} s = {:.0} events/s",
         cfg.pm.model,
         n as f64 / best
     );
