@@ -147,6 +147,8 @@ impl EventQueue {
             let end = (first + ARITY).min(n);
             let mut c = first;
             let mut ck = h[first].key;
+            // The index is the point: the smallest child's position becomes the hole.
+            #[allow(clippy::needless_range_loop)]
             for j in first + 1..end {
                 let k = h[j].key;
                 if k < ck {
