@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 from pmsim import PmsimError, api
 from pmsim.output import write_atomic
@@ -277,24 +276,32 @@ def cmd_bench(a: argparse.Namespace) -> int:
     from pmsim import _core
 
     params = {"threads": str(a.threads), "ops": str(a.ops)}
-    stats_t = json.loads(_core.trace_stats(workload=a.workload, params=params))
-    best = None
-    for _ in range(a.repeat):
-        t0 = time.perf_counter()
-        out = json.loads(_core.run(a.design, workload=a.workload, params=params))
-        dt = time.perf_counter() - t0
-        best = dt if best is None else min(best, dt)
-    t0 = time.perf_counter()
-    _core.trace_stats(workload=a.workload, params=params)
-    gen = time.perf_counter() - t0
-    sim = max(best - gen, 1e-9)
-    ev = stats_t["events"]
-    print(f"workload {a.workload} ({a.threads} threads, {a.ops} ops/thread), design {a.design}")
-    print(f"  trace events        {ev}")
-    print(f"  engine events       {out['engine_events']}")
-    print(f"  generation          {gen:.3f} s")
-    print(f"  simulation          {sim:.3f} s (best of {a.repeat})")
-    print(f"  trace events / s    {ev / sim:,.0f}")
+    designs = [d for d, _ in _core.designs()] if a.design == "all" else [a.design]
+    results = json.loads(
+        _core.bench(
+            designs,
+            workload=a.workload,
+            params=params,
+            config=a.config,
+            overrides=_kv(a.set, "--set"),
+            repeat=a.repeat,
+        )
+    )
+    if a.json:
+        print(json.dumps(results if a.design == "all" else results[0], indent=2))
+        return 0
+    first = results[0]
+    print(f"workload {a.workload} ({a.threads} threads, {a.ops} ops/thread), best of {a.repeat}")
+    print(f"  trace events        {first['trace_events']}")
+    print(f"  simulated cores     {first['simulated_cores']}")
+    print(f"  generation          {first['generation_s']:.3f} s")
+    print(f"  binary decode       {first['decode_events_per_s']:,.0f} events/s")
+    for r in results:
+        print(f"design {r['design']}")
+        print(f"  engine events       {r['engine_events']}")
+        print(f"  simulation          {r['sim_s']:.3f} s wall, {r['sim_cpu_s']:.3f} s CPU")
+        print(f"  trace events / s    {r['events_per_s']:,.0f} (per CPU second {r['events_per_cpu_s']:,.0f})")
+    print(f"peak RSS              {results[-1]['peak_rss_bytes'] / 2**20:.0f} MiB")
     return 0
 
 
@@ -585,10 +592,18 @@ def parser() -> argparse.ArgumentParser:
 
     b = _sub(sub, "bench", "simulated trace events per host second")
     b.add_argument("--workload", default="array", metavar="NAME", help="built-in workload")
-    b.add_argument("--design", default="baseline", metavar="NAME", help=f"design: {_designs_help()}")
+    b.add_argument(
+        "--design", default="baseline", metavar="NAME", help=f"design, or 'all': {_designs_help()}"
+    )
     b.add_argument("--threads", type=_int_at_least(1, 64), default=4, help="threads")
     b.add_argument("--ops", type=_int_at_least(1), default=50000, help="operations per thread")
     b.add_argument("--repeat", type=_int_at_least(1), default=3, help="runs; the best is reported")
+    b.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON: one object (a list of objects with --design all); docs/performance.md",
+    )
+    _add_config(b)
     b.set_defaults(fn=cmd_bench)
 
     cr = _sub(

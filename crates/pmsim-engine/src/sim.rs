@@ -108,14 +108,10 @@ impl Simulator {
 
     /// Processes every event at or before `limit` (ps). Returns whether events remain.
     pub fn run_until(&mut self, limit: u64) -> Result<bool, SimError> {
-        while let Some(t) = self.m.peek_time() {
-            if t > limit {
-                return Ok(true);
-            }
-            let (t, ev) = self.m.pop().expect("peeked");
+        while let Some((t, ev)) = self.m.pop_until(limit) {
             self.step_event(t, ev)?;
         }
-        Ok(false)
+        Ok(self.m.peek_time().is_some())
     }
 
     /// Processes exactly one queued event; `Ok(false)` when none is left.

@@ -4,6 +4,7 @@
 //! failure is a `pmsim.PmsimError` carrying one clear message (never a Rust panic).
 
 pub mod analysis;
+pub mod benchmark;
 pub mod output;
 pub mod runner;
 
@@ -43,6 +44,28 @@ fn run(
     let inp = input(trace, workload, params.unwrap_or_default())?;
     let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
     py.allow_threads(|| runner::run(&inp, &design, &cfg, allow_broken)).map(|s| s.to_json()).map_err(err)
+}
+
+/// Benchmarks the timing engine: generates the workload's trace once, then runs each design
+/// `repeat` times; returns a JSON list of results, one per design (see `benchmark::BenchResult`).
+#[pyfunction]
+#[pyo3(name = "bench", signature = (designs, workload, params, config=None, overrides=None, repeat=3))]
+fn bench_designs(
+    py: Python<'_>,
+    designs: Vec<String>,
+    workload: String,
+    params: BTreeMap<String, String>,
+    config: Option<String>,
+    overrides: Option<BTreeMap<String, String>>,
+    repeat: usize,
+) -> PyResult<String> {
+    let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
+    py.allow_threads(|| {
+        let p = benchmark::prepare(&workload, &params, repeat)?;
+        let out = designs.iter().map(|d| benchmark::run(&p, d, &cfg, repeat)).collect::<Result<Vec<_>, String>>()?;
+        serde_json::to_string(&out).map_err(|e| e.to_string())
+    })
+    .map_err(err)
 }
 
 /// Splits keyword arguments into (config overrides, workload params).
@@ -179,6 +202,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PmsimError", m.py().get_type::<PmsimError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_designs, m)?)?;
     m.add_function(wrap_pyfunction!(split_kwargs, m)?)?;
     m.add_function(wrap_pyfunction!(config_show, m)?)?;
     m.add_function(wrap_pyfunction!(config_params, m)?)?;

@@ -6,7 +6,11 @@
 //!
 //! [`CoherentMemory`]: super::nvm::CoherentMemory
 
-const EMPTY: u64 = u64::MAX;
+/// A way holds `line | VALID` (lines are 64 B aligned, so bit 0 is free); an empty way is 0, so
+/// a tag array starts as zeroed memory the OS maps lazily (64 cores' L2s are 24 MiB of tags,
+/// which a filled array would write on every run).
+const VALID: u64 = 1;
+const EMPTY: u64 = 0;
 
 /// Which way to evict in a full set.
 pub trait Replacement: Send {
@@ -132,9 +136,11 @@ impl Cache {
 
     #[inline]
     fn find(&self, line: u64) -> Option<(usize, usize)> {
+        debug_assert!(line & VALID == 0, "unaligned line {line:#x}");
         let set = self.set_of(line);
         let base = set * self.ways;
-        self.tags[base..base + self.ways].iter().position(|&t| t == line).map(|w| (set, w))
+        let tag = line | VALID;
+        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
     }
 
     /// Looks `line` up, counting the hit or miss and updating recency on a hit.
@@ -171,10 +177,10 @@ impl Cache {
             Some(w) => (w, None),
             None => {
                 let w = self.repl.victim(set);
-                (w, Some(self.tags[base + w]))
+                (w, Some(self.tags[base + w] & !VALID))
             }
         };
-        self.tags[base + way] = line;
+        self.tags[base + way] = line | VALID;
         self.repl.touch(set, way);
         victim
     }
