@@ -52,6 +52,7 @@ fn artifact_sets() -> Vec<(&'static str, &'static str)> {
         ("noc.ack_ns", "10"),
         ("noc.cdr_ns", "0.5"),
         ("baseline.flush", "clflush"),
+        ("pb.line_flushes_overlap", "true"),
     ]
 }
 

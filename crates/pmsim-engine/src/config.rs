@@ -127,6 +127,7 @@ config! {
         entries: usize = 32, "entries", @int(1, 4096), "persist buffer per core (64 B lines with byte masks)";
         flush_ns: f64 = 60.0, "ns", @LATENCY_NS, "PB -> MC flush latency";
         wbb_entries: usize = 8, "entries", @int(1, 4096), "write-back buffer per core (ASAP: private evictions held until the PB flushes)";
+        line_flushes_overlap: bool = false, "", @BOOL, "a flush of a line may leave the PB while an older flush of that line is unacknowledged: the core->MC path delivers them in order (the ASAP artifact); an MC that NACKs a flush then NACKs that core's later flushes of the line until the retry. false: it waits for the older one's ACK";
     }
     et: EtCfg {
         entries: usize = 32, "entries", @int(1, 4096), "epoch table per core (ASAP)";

@@ -68,6 +68,7 @@ ARTIFACT_SWITCHES = [
     ("delay records functional", {"rt_delay_through_wpq": "false"}),
     ("ACK at 10 ns", {"noc_ack_ns": 10.0}),
     ("CDR in one cycle", {"noc_cdr_ns": 0.5}),
+    ("line flushes overlap", {"pb_line_flushes_overlap": "true"}),
     ("baseline flushes with clflush", {"baseline_flush": "clflush"}),
 ]
 # Not a machine switch: how many operations share one durability fence (workload parameter).

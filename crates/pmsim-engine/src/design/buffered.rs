@@ -173,6 +173,11 @@ pub struct Buffered {
     rts: Vec<RecoveryTable>,
     /// Per MC, commits waiting for their delay writes: (core, ts, writes outstanding).
     commit_waits: Vec<Vec<(u16, u64, u32)>>,
+    /// A line's flushes may overlap in flight (`pb.line_flushes_overlap`).
+    line_overlap: bool,
+    /// Per MC, with overlapping line flushes: (core, line, PB entry) of each NACKed flush not yet
+    /// retried; the core's later flushes of that line are NACKed until the retry arrives.
+    nacked: Vec<Vec<(u16, u64, u64)>>,
     /// Acknowledge an early flush as soon as its undo record holds it (`rt.early_ack=accept`).
     ack_on_accept: bool,
 
@@ -225,6 +230,8 @@ impl Buffered {
             free_packets: Vec::new(),
             rts: (0..cfg.mc.count).map(|_| RecoveryTable::new(cfg.rt.entries, cfg.rt.bloom_counters)).collect(),
             commit_waits: vec![Vec::new(); cfg.mc.count],
+            line_overlap: cfg.pb.line_flushes_overlap,
+            nacked: vec![Vec::new(); cfg.mc.count],
             ack_on_accept: cfg.rt.early_ack == "accept",
             global_ts: vec![0; n],
             et_cap: if policy == Policy::Asap { cfg.et.entries } else { usize::MAX },
@@ -331,7 +338,12 @@ impl Buffered {
             }
             // Flushes of one line stay in order: an older entry still unacknowledged (in flight,
             // or NACKed and waiting to retry) goes first, so a retry never lands on newer data.
-            if core.pb.entries.iter().take(i).any(|o| o.data.line == e.data.line) {
+            // With overlapping line flushes only a queued older entry holds it back: the path
+            // delivers in flight ones in order, and the MC NACKs what follows a NACKed one.
+            let blocks = |o: &super::pb::PbEntry| {
+                o.data.line == e.data.line && (!self.line_overlap || o.state == EntryState::Queued)
+            };
+            if core.pb.entries.iter().take(i).any(blocks) {
                 continue;
             }
             let is_safe = e.epoch == oldest && oldest_safe;
@@ -552,6 +564,18 @@ impl Buffered {
         self.free_packets.push(slot);
         let mc = m.mc_of(p.data.line);
         let ack = Self::ev(ACK, p.core as usize, p.entry);
+        if self.line_overlap {
+            // A later flush of a line whose older flush from this core was NACKed arrived before
+            // that one's retry: it must not overtake it, so it is NACKed as well (even if safe:
+            // the older one's epoch is then safe too, so its retry cannot wait on this one).
+            let n = &mut self.nacked[mc];
+            if let Some(i) = n.iter().position(|x| x.0 == p.core && x.1 == p.data.line) {
+                if n[i].2 != p.entry {
+                    return self.nack(m, mc, p);
+                }
+                n.swap_remove(i);
+            }
+        }
         if self.policy == Policy::Asap {
             // A write of an epoch that already has a delay record for this line is newer than the
             // delayed one: it joins the record (coalescing in the RT), or at commit the older
@@ -650,6 +674,9 @@ impl Buffered {
 
     fn nack(&mut self, m: &mut Machine, mc: usize, p: Packet) {
         self.rts[mc].bloom_insert(p.data.line);
+        if self.line_overlap && !self.nacked[mc].iter().any(|x| x.0 == p.core && x.1 == p.data.line) {
+            self.nacked[mc].push((p.core, p.data.line, p.entry));
+        }
         m.schedule_design(m.now + m.hop_ps, Self::ev(NACK, p.core as usize, p.entry));
     }
 
