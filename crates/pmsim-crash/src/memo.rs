@@ -10,7 +10,7 @@
 //! It also answers `dfence_done` from a bitset indexed by gid, advanced as time goes on, instead
 //! of a hash map per query (a recovery asks once per logged operation).
 
-use pmsim_trace::MemImage;
+use pmsim_trace::{MemImage, ReadLog};
 use pmsim_workloads::Recovery;
 use rustc_hash::FxHashMap;
 
@@ -30,6 +30,8 @@ pub struct RecoveryMemo {
     last: Option<(usize, Outcome)>,
     /// A word the last run read changed since.
     stale: bool,
+    /// The last run's reads (kept for its memory).
+    log: ReadLog,
     /// Recovery runs actually made (the rest were reused).
     pub runs: u64,
 }
@@ -47,6 +49,7 @@ impl RecoveryMemo {
             read: None,
             last: None,
             stale: true,
+            log: ReadLog::default(),
             runs: 0,
         }
     }
@@ -76,11 +79,12 @@ impl RecoveryMemo {
             Some((n, res)) if *n == self.completed && !self.stale => return res.clone(),
             _ => {}
         }
-        img.track_reads();
+        img.track_reads(std::mem::take(&mut self.log));
         let done = &self.done;
         let dfence_done = |gid: u64| done.get((gid / 64) as usize).is_some_and(|w| w >> (gid % 64) & 1 == 1);
         let res: Outcome = r.check(img, &dfence_done).map(|_| ()).map_err(|e| e.to_string());
-        let log = img.take_reads().unwrap_or_default();
+        self.log = img.take_reads().unwrap_or_default();
+        let log = &self.log;
         self.read = if log.all {
             None
         } else {

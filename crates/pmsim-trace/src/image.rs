@@ -20,8 +20,9 @@ pub const INITIAL: u64 = u64::MAX;
 /// A sparse NVM image keyed by word address (multiple of 8).
 ///
 /// Code that must be memoisable by its reads (a workload's recovery, see [`ReadLog`]) reads the
-/// image through the accessors below, never through `words` directly.
-#[derive(Clone, Debug, Default)]
+/// image through the accessors below, never through `words` directly (a clone counts as reading
+/// every word).
+#[derive(Debug, Default)]
 pub struct MemImage {
     pub words: FxHashMap<u64, WordVal>,
     /// Read tracking, when on ([`MemImage::track_reads`]).
@@ -66,6 +67,15 @@ pub struct ReadLog {
     pub all: bool,
 }
 
+impl Clone for MemImage {
+    /// The clone copies every word, so a tracked image records a whole-image read; the clone
+    /// itself is not tracked.
+    fn clone(&self) -> MemImage {
+        self.note_all();
+        MemImage { words: self.words.clone(), reads: None, dense: self.dense.clone() }
+    }
+}
+
 impl PartialEq for MemImage {
     fn eq(&self, other: &MemImage) -> bool {
         self.words == other.words
@@ -90,9 +100,12 @@ impl MemImage {
         self.dense = Some(Box::new(d));
     }
 
-    /// Starts recording the words read through the accessors (forgetting any earlier record).
-    pub fn track_reads(&mut self) {
-        self.reads = Some(RefCell::new(ReadLog::default()));
+    /// Starts recording the words read through the accessors into `log` (cleared first; passing
+    /// the last record back reuses its memory).
+    pub fn track_reads(&mut self, mut log: ReadLog) {
+        log.words.clear();
+        log.all = false;
+        self.reads = Some(RefCell::new(log));
     }
 
     /// Stops recording; returns what was read since [`MemImage::track_reads`].
@@ -252,16 +265,21 @@ mod tests {
         let mut img = MemImage::new();
         img.set(0x10, WordVal { id: 1, data: 1 });
         assert!(img.take_reads().is_none());
-        img.track_reads();
+        img.track_reads(ReadLog::default());
         img.read_u64(0x0c); // spans 0x08 and 0x10
         img.read_bytes(0x10, 9); // 0x10 (repeat, recorded once) and 0x18
         img.id_at(0x40);
         let log = img.take_reads().unwrap();
         assert_eq!(log.words, vec![0x08, 0x10, 0x18, 0x40]);
         assert!(!log.all);
-        img.track_reads();
+        img.track_reads(ReadLog::default());
         let _ = img.len();
         assert!(img.take_reads().unwrap().all);
+        // A copy reads every word; it is not tracked itself.
+        img.track_reads(ReadLog::default());
+        let mut copy = img.clone();
+        assert!(img.take_reads().unwrap().all);
+        assert!(copy.take_reads().is_none());
         // Off again: nothing is recorded.
         img.read_u64(0x10);
         assert!(img.take_reads().is_none());
