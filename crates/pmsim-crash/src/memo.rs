@@ -104,7 +104,7 @@ impl RecoveryMemo {
 #[derive(Default)]
 struct ReadSet {
     page_of: FxHashMap<u64, u32>,
-    pages: Vec<Box<[u32; 512]>>,
+    pages: Vec<[u32; 512]>,
     /// Words stamped with this are in the set.
     stamp: u32,
 }
@@ -124,7 +124,7 @@ impl ReadSet {
             if p != last {
                 last = p;
                 cur = *page_of.entry(p).or_insert_with(|| {
-                    pages.push(Box::new([0; 512]));
+                    pages.push([0; 512]);
                     (pages.len() - 1) as u32
                 }) as usize;
             }

@@ -244,8 +244,8 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             // Clustered and far-apart words, across block boundaries.
-            let w = if i % 3 == 0 { (x % 4096) * 8 } else { 0x7000_0000 + (x % 300) * 8 };
-            if x % 5 == 0 {
+            let w = if i.is_multiple_of(3) { (x % 4096) * 8 } else { 0x7000_0000 + (x % 300) * 8 };
+            if x.is_multiple_of(5) {
                 sparse.remove(w);
                 dense.remove(w);
             } else {
