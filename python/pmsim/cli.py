@@ -272,9 +272,60 @@ def _range(r: dict | None) -> str:
     return f"multiples of {r['step']} in {span}" if r["step"] > 1 else span
 
 
+def _bench_crash(a: argparse.Namespace) -> int:
+    """`pmsim bench --crash random:N|every`: crash instants checked per host second (with the
+    workload's recovery unless --no-recovery), best of --repeat; docs/performance.md."""
+    from pmsim import _core
+
+    if a.design == "all":
+        raise PmsimError("--crash measures one design: name it with --design")
+    if a.config or a.set:
+        raise PmsimError("--crash runs the default machine: --config and --set are not supported with it")
+    mode, _, n = a.crash.partition(":")
+    if mode == "random" and n.isdigit() and int(n) >= 1:
+        kw = {"random": int(n)}
+    elif mode == "every" and not n:
+        kw = {"every": True}
+    else:
+        raise PmsimError(f"--crash {a.crash}: expected random:N (N >= 1) or every")
+    params = {"threads": str(a.threads), "ops": str(a.ops)}
+    best = None
+    for _ in range(a.repeat):
+        rep = json.loads(_core.crash_bench(a.design, a.workload, params, recovery=not a.no_recovery, **kw))
+        if best is None or rep["host_seconds"] < best["host_seconds"]:
+            best = rep
+    check_s = max(best["host_seconds"] - best["setup_seconds"], 1e-9)
+    out = {
+        "workload": a.workload,
+        "design": a.design,
+        "crash": a.crash,
+        "recovery": not a.no_recovery,
+        "instants": best["images"],
+        "recovery_runs": best["recovery_runs"],
+        "setup_s": best["setup_seconds"],
+        "check_s": check_s,
+        "instants_per_s": best["images"] / max(best["host_seconds"], 1e-9),
+        "check_instants_per_s": best["images"] / check_s,
+        "failures": len(best["failures"]),
+    }
+    if a.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"workload {a.workload} ({a.threads} threads, {a.ops} ops/thread), design {a.design}")
+    print(f"  best of             {a.repeat}")
+    print(f"  crash instants      {out['instants']} ({a.crash}), {len(best['failures'])} failing")
+    print(f"  recovery runs       {out['recovery_runs']}" + (" (recovery off)" if a.no_recovery else ""))
+    print(f"  reference run       {out['setup_s']:.3f} s (full run, checker graph)")
+    print(f"  checking            {check_s:.3f} s, {out['check_instants_per_s']:,.0f} instants/s")
+    print(f"  instants / s        {out['instants_per_s']:,.0f}")
+    return 0
+
+
 def cmd_bench(a: argparse.Namespace) -> int:
     from pmsim import _core
 
+    if a.crash:
+        return _bench_crash(a)
     params = {"threads": str(a.threads), "ops": str(a.ops)}
     designs = [d for d, _ in _core.designs()] if a.design == "all" else [a.design]
     results = json.loads(
@@ -601,8 +652,15 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--json",
         action="store_true",
-        help="print JSON: one object (a list of objects with --design all); docs/performance.md",
+        help="print JSON: one object (a list of objects with --design all; with --crash: instants_per_s); "
+        "docs/performance.md",
     )
+    b.add_argument(
+        "--crash",
+        metavar="MODE",
+        help="measure crash checking instead: random:N or every instants, crash instants per host second",
+    )
+    b.add_argument("--no-recovery", action="store_true", help="with --crash: skip the workload's recovery")
     _add_config(b)
     b.set_defaults(fn=cmd_bench)
 

@@ -17,6 +17,8 @@ use pmsim_workloads::Recovery;
 use serde::Serialize;
 use std::sync::Arc;
 
+mod memo;
+
 /// Which instants to crash at.
 #[derive(Clone, Debug)]
 pub enum Instants {
@@ -69,6 +71,13 @@ pub struct Report {
     /// Simulated end of the run (ps).
     pub run_end_ps: u64,
     pub host_seconds: f64,
+    /// Of `host_seconds`, those before the first instant (the reference run, the checker's
+    /// graph); for `pmsim bench --crash`, never in the report.
+    #[serde(skip)]
+    pub setup_seconds: f64,
+    /// Runs of the application's recovery; the other images reused a verdict (`memo`).
+    #[serde(skip)]
+    pub recovery_runs: u64,
 }
 
 impl Report {
@@ -136,26 +145,24 @@ pub fn run(req: &Request) -> Result<Report, String> {
         failures: Vec::new(),
         run_end_ps: end,
         host_seconds: 0.0,
+        setup_seconds: 0.0,
+        recovery_runs: 0,
     };
     let mut sim = simulator(req, true)?;
+    rep.setup_seconds = start.elapsed().as_secs_f64();
     let mut tracker = ImageTracker::new();
     let mut inc = checker.incremental();
     let mut changes: Vec<WordChange> = Vec::new();
-    let dfences = &record.dfences;
-
-    // Completion times of dfences, sorted: how many had completed by an instant.
-    let mut done_times: Vec<u64> = dfences.iter().map(|&(_, ct)| ct).collect();
-    done_times.sort_unstable();
-    let done_at: std::collections::HashMap<u64, u64> = dfences.iter().copied().collect();
-    // The application's verdict depends only on the image and the completed dfences: when
-    // neither changed since the last instant, it is reused.
-    let mut last_recovery: Option<(usize, Result<(), String>)> = None;
+    // The application's verdict is reused while nothing it read changed (see `memo`).
+    let mut memo = memo::RecoveryMemo::new(&record.dfences);
     // The crash image as the application's recovery reads it, kept in step with the tracker.
     let mut img = MemImage::new();
+    img.keep_dense();
 
     let mut check_at = |sim: &mut Simulator, t: u64, rep: &mut Report| -> bool {
         tracker.update(sim, &mut changes);
         for c in &changes {
+            memo.changed(c.word);
             match c.value {
                 // Words of remote regions are checked by the region rule, not by PMO's.
                 Some(v) if regions.is_region(v.id) => {
@@ -192,15 +199,7 @@ pub fn run(req: &Request) -> Result<Report, String> {
             failure = Some(Failure { at_ps: t, verdict: v, recovery_error: None, region_error, replay: String::new() });
         }
         if let Some(r) = req.recovery {
-            let completed = done_times.partition_point(|&ct| ct <= t);
-            let result = match &last_recovery {
-                Some((n, res)) if *n == completed && changes.is_empty() => res.clone(),
-                _ => {
-                    let done = |gid: u64| done_at.get(&gid).is_some_and(|&ct| ct <= t);
-                    r.check(&img, &done).map(|_| ()).map_err(|e| e.to_string())
-                }
-            };
-            last_recovery = Some((completed, result.clone()));
+            let result = memo.verdict(r, &mut img, t);
             if let Err(e) = result {
                 let f = failure.get_or_insert(Failure {
                     at_ps: t,
@@ -248,6 +247,7 @@ pub fn run(req: &Request) -> Result<Report, String> {
             }
         }
     }
+    rep.recovery_runs = memo.runs;
     rep.host_seconds = start.elapsed().as_secs_f64();
     Ok(rep)
 }

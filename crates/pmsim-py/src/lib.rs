@@ -173,6 +173,31 @@ fn crash(
     serde_json::to_string(&rep).map_err(|e| err(e.to_string()))
 }
 
+/// `pmsim bench --crash`: crashes a workload's run like `crash` and returns its report with the
+/// host timing `crash` never reports (`setup_seconds`, `recovery_runs`), as JSON.
+#[pyfunction]
+#[pyo3(signature = (design, workload, params, random=None, seed=1, every=false, recovery=true))]
+#[allow(clippy::too_many_arguments)]
+fn crash_bench(
+    py: Python<'_>,
+    design: String,
+    workload: String,
+    params: BTreeMap<String, String>,
+    random: Option<usize>,
+    seed: u64,
+    every: bool,
+    recovery: bool,
+) -> PyResult<String> {
+    let inp = input(None, Some(workload), params)?;
+    let cfg = runner::config(None, &BTreeMap::new()).map_err(err)?;
+    let spec = runner::CrashSpec { at: Vec::new(), random, seed, every, model: None, recovery, max_failures: 10 };
+    let rep = py.allow_threads(|| runner::crash(&inp, &design, &cfg, false, &spec)).map_err(err)?;
+    let mut v = serde_json::to_value(&rep).map_err(|e| err(e.to_string()))?;
+    v["setup_seconds"] = rep.setup_seconds.into();
+    v["recovery_runs"] = rep.recovery_runs.into();
+    Ok(v.to_string())
+}
+
 /// Persist critical-path analysis (docs/design.md §8); returns a JSON list of reports, one per model.
 #[pyfunction]
 #[pyo3(signature = (trace=None, workload=None, params=None, config=None, overrides=None, models="strict".to_string(), atomic_bytes=8, track_bytes=8, persist_ns=500.0, instr_ops_per_s=None))]
@@ -203,6 +228,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(bench_designs, m)?)?;
+    m.add_function(wrap_pyfunction!(crash_bench, m)?)?;
     m.add_function(wrap_pyfunction!(split_kwargs, m)?)?;
     m.add_function(wrap_pyfunction!(config_show, m)?)?;
     m.add_function(wrap_pyfunction!(config_params, m)?)?;

@@ -5,6 +5,7 @@
 //! recovery reads the data.
 
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
 
 /// One 8-byte word: the gid of the store that last wrote it and its little-endian data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -17,35 +18,148 @@ pub struct WordVal {
 pub const INITIAL: u64 = u64::MAX;
 
 /// A sparse NVM image keyed by word address (multiple of 8).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Code that must be memoisable by its reads (a workload's recovery, see [`ReadLog`]) reads the
+/// image through the accessors below, never through `words` directly (a clone counts as reading
+/// every word).
+#[derive(Debug, Default)]
 pub struct MemImage {
     pub words: FxHashMap<u64, WordVal>,
+    /// Read tracking, when on ([`MemImage::track_reads`]).
+    reads: Option<RefCell<ReadLog>>,
+    /// A dense copy of the words' data, when on ([`MemImage::keep_dense`]).
+    dense: Option<Box<DenseData>>,
 }
+
+/// Word data in blocks of 64 neighbouring words: a reader walking a structure finds neighbouring
+/// words in one cache line, where the hash map scatters them (an image of 10^5 words exceeds the
+/// caches, and a recovery's reads are then one miss each).
+#[derive(Clone, Debug, Default)]
+struct DenseData {
+    block_of: FxHashMap<u64, u32>,
+    blocks: Vec<[u64; 64]>,
+}
+
+impl DenseData {
+    fn set(&mut self, word_addr: u64, data: u64) {
+        let DenseData { block_of, blocks } = self;
+        let b = *block_of.entry(word_addr >> 9).or_insert_with(|| {
+            blocks.push([0; 64]);
+            (blocks.len() - 1) as u32
+        });
+        blocks[b as usize][((word_addr >> 3) & 63) as usize] = data;
+    }
+
+    #[inline]
+    fn get(&self, word_addr: u64) -> u64 {
+        self.block_of.get(&(word_addr >> 9)).map_or(0, |&b| self.blocks[b as usize][((word_addr >> 3) & 63) as usize])
+    }
+}
+
+/// The words a reader of an image looked at, recorded while tracking is on: a function of the
+/// image that reads only through the accessors returns the same result on any image that agrees
+/// on these words (the crash driver reuses a recovery's verdict on that ground).
+#[derive(Clone, Debug, Default)]
+pub struct ReadLog {
+    /// Word addresses read, in order; consecutive repeats are recorded once.
+    pub words: Vec<u64>,
+    /// The reader looked at the image as a whole (its size, or every word).
+    pub all: bool,
+}
+
+impl Clone for MemImage {
+    /// The clone copies every word, so a tracked image records a whole-image read; the clone
+    /// itself is not tracked.
+    fn clone(&self) -> MemImage {
+        self.note_all();
+        MemImage { words: self.words.clone(), reads: None, dense: self.dense.clone() }
+    }
+}
+
+impl PartialEq for MemImage {
+    fn eq(&self, other: &MemImage) -> bool {
+        self.words == other.words
+    }
+}
+
+impl Eq for MemImage {}
 
 impl MemImage {
     pub fn new() -> MemImage {
         MemImage::default()
     }
 
+    /// Keeps a dense copy of the data from now on, for faster reads by [`MemImage::read_u64`] and
+    /// [`MemImage::read_bytes`]. Only [`MemImage::set`] and [`MemImage::remove`] keep it in step:
+    /// an image written through `words` directly must not have it.
+    pub fn keep_dense(&mut self) {
+        let mut d = DenseData::default();
+        for (&w, v) in &self.words {
+            d.set(w, v.data);
+        }
+        self.dense = Some(Box::new(d));
+    }
+
+    /// Starts recording the words read through the accessors into `log` (cleared first; passing
+    /// the last record back reuses its memory).
+    pub fn track_reads(&mut self, mut log: ReadLog) {
+        log.words.clear();
+        log.all = false;
+        self.reads = Some(RefCell::new(log));
+    }
+
+    /// Stops recording; returns what was read since [`MemImage::track_reads`].
+    pub fn take_reads(&mut self) -> Option<ReadLog> {
+        self.reads.take().map(RefCell::into_inner)
+    }
+
+    #[inline]
+    fn note(&self, word_addr: u64) {
+        if let Some(r) = &self.reads {
+            let mut r = r.borrow_mut();
+            if r.words.last() != Some(&word_addr) {
+                r.words.push(word_addr);
+            }
+        }
+    }
+
+    fn note_all(&self) {
+        if let Some(r) = &self.reads {
+            r.borrow_mut().all = true;
+        }
+    }
+
     pub fn get(&self, word_addr: u64) -> Option<WordVal> {
+        self.note(word_addr);
         self.words.get(&word_addr).copied()
     }
 
     /// The identity of the store visible at `word_addr`, or `INITIAL`.
     pub fn id_at(&self, word_addr: u64) -> u64 {
+        self.note(word_addr);
         self.words.get(&word_addr).map(|w| w.id).unwrap_or(INITIAL)
     }
 
     pub fn set(&mut self, word_addr: u64, v: WordVal) {
+        if let Some(d) = &mut self.dense {
+            d.set(word_addr, v.data);
+        }
         self.words.insert(word_addr, v);
     }
 
     /// Forgets `word_addr` (it reads as never written again).
     pub fn remove(&mut self, word_addr: u64) {
+        if let Some(d) = &mut self.dense {
+            d.set(word_addr, 0);
+        }
         self.words.remove(&word_addr);
     }
 
     fn data_at(&self, word_addr: u64) -> u64 {
+        self.note(word_addr);
+        if let Some(d) = &self.dense {
+            return d.get(word_addr);
+        }
         self.words.get(&word_addr).map(|v| v.data).unwrap_or(0)
     }
 
@@ -75,15 +189,18 @@ impl MemImage {
     }
 
     pub fn len(&self) -> usize {
+        self.note_all();
         self.words.len()
     }
 
     pub fn is_empty(&self) -> bool {
+        self.note_all();
         self.words.is_empty()
     }
 
     /// Words sorted by address (deterministic output).
     pub fn sorted(&self) -> Vec<(u64, WordVal)> {
+        self.note_all();
         let mut v: Vec<_> = self.words.iter().map(|(a, w)| (*a, *w)).collect();
         v.sort_unstable_by_key(|p| p.0);
         v
@@ -113,5 +230,58 @@ mod tests {
         img.remove(0x1008);
         assert_eq!(img.read_u64(0x1008), 0);
         assert_eq!(img.id_at(0x1008), INITIAL);
+    }
+
+    #[test]
+    fn a_dense_image_reads_as_the_sparse_one() {
+        let (mut sparse, mut dense) = (MemImage::new(), MemImage::new());
+        dense.set(0x40, WordVal { id: 1, data: 7 });
+        dense.keep_dense();
+        sparse.set(0x40, WordVal { id: 1, data: 7 });
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for i in 0..4000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Clustered and far-apart words, across block boundaries.
+            let w = if i.is_multiple_of(3) { (x % 4096) * 8 } else { 0x7000_0000 + (x % 300) * 8 };
+            if x.is_multiple_of(5) {
+                sparse.remove(w);
+                dense.remove(w);
+            } else {
+                sparse.set(w, WordVal { id: i, data: x });
+                dense.set(w, WordVal { id: i, data: x });
+            }
+        }
+        assert_eq!(sparse, dense);
+        for a in (0..4096 * 8).step_by(5).chain(0x7000_0000 - 16..0x7000_0000 + 2500) {
+            assert_eq!(sparse.read_u64(a), dense.read_u64(a), "{a:#x}");
+            assert_eq!(sparse.read_bytes(a, 11), dense.read_bytes(a, 11), "{a:#x}");
+        }
+    }
+
+    #[test]
+    fn read_tracking_records_the_words_read() {
+        let mut img = MemImage::new();
+        img.set(0x10, WordVal { id: 1, data: 1 });
+        assert!(img.take_reads().is_none());
+        img.track_reads(ReadLog::default());
+        img.read_u64(0x0c); // spans 0x08 and 0x10
+        img.read_bytes(0x10, 9); // 0x10 (repeat, recorded once) and 0x18
+        img.id_at(0x40);
+        let log = img.take_reads().unwrap();
+        assert_eq!(log.words, vec![0x08, 0x10, 0x18, 0x40]);
+        assert!(!log.all);
+        img.track_reads(ReadLog::default());
+        let _ = img.len();
+        assert!(img.take_reads().unwrap().all);
+        // A copy reads every word; it is not tracked itself.
+        img.track_reads(ReadLog::default());
+        let mut copy = img.clone();
+        assert!(img.take_reads().unwrap().all);
+        assert!(copy.take_reads().is_none());
+        // Off again: nothing is recorded.
+        img.read_u64(0x10);
+        assert!(img.take_reads().is_none());
     }
 }

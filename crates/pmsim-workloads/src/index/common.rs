@@ -146,7 +146,7 @@ impl Truth {
     /// key appears twice with different records, every durable insert is present and every
     /// durable delete absent.
     pub fn verify(&self, img: &MemImage, found: &[(u64, u64)], dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
-        let mut map: FxHashMap<u64, u64> = FxHashMap::default();
+        let mut map: FxHashMap<u64, u64> = FxHashMap::with_capacity_and_hasher(found.len(), Default::default());
         for &(w, rec) in found {
             match self.records.get(&rec) {
                 None => return err(format!("key {w:#x} points to {rec:#x}, which is not a record ever written")),
@@ -164,7 +164,8 @@ impl Truth {
             }
             map.insert(w, rec);
         }
-        let deleted: FxHashSet<u64> = self.log.ops.iter().filter(|o| o.op == OP_DELETE).map(|o| o.key).collect();
+        // Built only when a durable insert is missing (crash checking runs this per image).
+        let mut deleted: Option<FxHashSet<u64>> = None;
         let mut rep = RecoveryReport { items: map.len() as u64, durable_ops_checked: 0 };
         for op in self.log.durable(dfence_done) {
             let Some(&w) = self.words.get(op.key as usize) else {
@@ -173,7 +174,13 @@ impl Truth {
             match op.op {
                 OP_INSERT => {
                     // A key whose delete may have happened can be absent; otherwise it must be there.
-                    if !deleted.contains(&op.key) && map.get(&w) != Some(&op.value) {
+                    if map.get(&w) != Some(&op.value)
+                        && !deleted
+                            .get_or_insert_with(|| {
+                                self.log.ops.iter().filter(|o| o.op == OP_DELETE).map(|o| o.key).collect()
+                            })
+                            .contains(&op.key)
+                    {
                         return err(format!("insert of key {w:#x} completed before a dfence but is missing"));
                     }
                 }

@@ -1,0 +1,63 @@
+//! The crash driver reuses the application's recovery verdict while no word the last recovery
+//! run read has changed and no dfence completed (`memo`): the reports must be exactly those of
+//! running the recovery on every image that differs from the last. A recovery that looks at the
+//! image's size reads "everything" and so runs on each of those: it is the reference here. Broken designs give
+//! images the recovery rejects, so reused failures (their messages) are compared too.
+
+use pmsim_crash::{run, Instants, Report, Request};
+use pmsim_engine::Config;
+use pmsim_trace::MemImage;
+use pmsim_workloads::{Recovery, RecoveryError, RecoveryReport};
+use std::sync::Arc;
+
+/// The workload's recovery, made to read the whole image first.
+struct Whole<'a>(&'a dyn Recovery);
+
+impl Recovery for Whole<'_> {
+    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
+        let _ = image.len();
+        self.0.check(image, dfence_done)
+    }
+}
+
+fn crash(w: &str, design: &str, instants: Instants, whole: bool) -> Report {
+    let mut p = std::collections::BTreeMap::new();
+    p.insert("ops".to_string(), "25".to_string());
+    let g = pmsim_workloads::generate(w, &p).unwrap();
+    let wrapped = Whole(&*g.recovery);
+    let req = Request {
+        trace: Arc::new(g.trace),
+        design: design.to_string(),
+        allow_broken: true,
+        config: Config::default(),
+        instants,
+        model: None,
+        recovery: Some(if whole { &wrapped } else { &*g.recovery }),
+        replay_input: format!("--workload {w} -p ops=25"),
+        max_failures: usize::MAX,
+    };
+    run(&req).unwrap_or_else(|e| panic!("{w} under {design}: {e}"))
+}
+
+fn json(r: &Report) -> String {
+    serde_json::to_string(&Report { host_seconds: 0.0, ..r.clone() }).unwrap()
+}
+
+#[test]
+fn reused_verdicts_are_the_verdicts_of_a_run_on_every_image() {
+    let (mut reused, mut rejected) = (0, 0);
+    for w in ["dash-eh", "nstore"] {
+        for design in ["asap-rp", "broken-asap-rp-commit-before-ack"] {
+            for instants in [Instants::Every, Instants::Random { n: 200, seed: 5 }] {
+                let fast = crash(w, design, instants.clone(), false);
+                let every = crash(w, design, instants, true);
+                assert_eq!(json(&fast), json(&every), "{w} under {design}");
+                reused += every.recovery_runs - fast.recovery_runs;
+                rejected += fast.failures.iter().filter(|f| f.recovery_error.is_some()).count();
+            }
+        }
+    }
+    // The comparison means something only if verdicts were reused and some were failures.
+    assert!(reused > 1000, "only {reused} more verdicts reused than by the reference");
+    assert!(rejected > 0, "no image was rejected by a recovery");
+}
