@@ -26,6 +26,12 @@ def test_quick_reproduction(tmp_path):
     ]:
         assert (d / f).stat().st_size > 0, f
     assert not list(d.glob("*.partial"))
+    # Like every reproduction: every run kept (CSV and Parquet alike), NOTES.txt says what it is.
+    runs = pd.read_csv(d / "runs.csv")
+    assert (runs.figure == "table1").sum() == 16
+    assert set(runs.figure) == {"table1", "atomic", "track"}
+    assert len(pd.read_parquet(d / "runs.parquet")) == len(runs)
+    assert "pmsim reproduce persistency --scale quick" in (d / "NOTES.txt").read_text()
     t1 = pd.read_csv(d / "table1.csv")
     assert list(t1.columns) == ["queue", "threads", "model", "normalized_rate"]
     assert len(t1) == 16

@@ -113,6 +113,19 @@ def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptio
         rep.write(f"{name}.csv", d.to_csv(index=False))
         rep.lines(name, d, "bytes", "critical_path_per_insert", "model", xlabel=xlabel, logx=True)
     rep.write("PAPER.md", _paper_md(t1, be, figs, scale, inserts))
+    # Every analysis run, one row each (Table 1's and Figs 4-5's), like the other reproductions.
+    rep.keep_runs(pd.concat([t1.assign(figure="table1"), figs], ignore_index=True), parquet=True)
+    rep.write_lines(
+        "NOTES.txt",
+        [
+            "pmsim reproduction of Memory Persistency (Pelley, Chen and Wenisch, ISCA 2014).",
+            f"Made by: pmsim reproduce persistency --scale {scale} ({inserts} inserts per queue run; "
+            "persist critical paths from pmsim-analysis, docs/design.md section 8).",
+            "Files: table1 (normalised insert rate per queue, threads, model), fig3_persist_latency and"
+            " fig3_break_even, fig4_atomic_persist, fig5_tracking_granularity; runs.csv holds every run.",
+            "Comparison with the paper's numbers and the causes of differences: PAPER.md.",
+        ],
+    )
     return rep.outdir
 
 
