@@ -59,9 +59,11 @@ def jobs_for(
 def check_jobs(jobs: list[dict]) -> None:
     """Rejects unknown designs, workloads and parameter names before any run starts.
 
-    Parameter values are checked by the runs themselves (the first bad one stops the sweep).
+    Machine parameter values (and a ``config`` file) are checked here too, so a bad ``--grid``
+    value stops the sweep before its progress bar starts; workload parameter values are checked
+    by the runs themselves (the first bad one stops the sweep).
     """
-    from pmsim import PmsimError
+    from pmsim import PmsimError, _core
     from pmsim.api import config_params, designs, workloads
 
     have_d = [d for d, _ in designs()]
@@ -82,6 +84,14 @@ def check_jobs(jobs: list[dict]) -> None:
                 f"workload '{j['workload']}': unknown parameter '{bad[0]}' "
                 f"(workload parameters: {valid}; machine parameters: see 'pmsim config show')"
             )
+    seen = set()
+    for j in jobs:
+        params = {str(k): str(v) for k, v in j["params"].items() if k != "config"}
+        machine, _ = _core.split_kwargs(params)
+        key = (j["params"].get("config"), tuple(sorted(machine.items())))
+        if key not in seen:
+            seen.add(key)
+            _core.config_show(key[0], machine)
 
 
 def run_jobs(

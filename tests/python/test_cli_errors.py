@@ -180,3 +180,21 @@ def test_workload_parameters_do_not_apply_to_traces(cli, tmp_path: Path, sample_
     assert leftovers(tmp_path) == []
     assert_clean_error(cli("trace", "stats", sample_trace, "-p", "ops=3"), mentions=["not both"])
     assert_clean_error(cli("trace", "stats"), mentions=["trace"])
+
+
+def test_sweep_rejects_a_bad_machine_value_before_its_progress_bar(cli, tmp_path: Path):
+    # Without -q: a progress bar started before the check would add its own lines to stderr.
+    p = cli(
+        "sweep",
+        "--designs",
+        "baseline",
+        "--workloads",
+        "array",
+        "--grid",
+        "pm.write_ns=100,fast",
+        "-o",
+        "out.csv",
+        cwd=tmp_path,
+    )
+    assert_clean_error(p, mentions=["pm.write_ns", "fast"])
+    assert leftovers(tmp_path) == []
