@@ -195,6 +195,8 @@ pub struct Buffered {
     poll_ps: u64,
     poll_access_ps: u64,
     c: Counters,
+    /// Scratch of `next_flush` (kept to avoid an allocation per flush tick).
+    blockers: Vec<u64>,
 }
 
 impl Buffered {
@@ -243,6 +245,7 @@ impl Buffered {
             poll_ps: cfg.hops.poll_cycles * cyc,
             poll_access_ps: cfg.hops.access_cycles * cyc,
             c: Counters::default(),
+            blockers: Vec::new(),
         }
     }
 
@@ -328,31 +331,35 @@ impl Buffered {
     }
 
     /// Index in the PB of the next entry the policy lets flush, and whether it would be early.
-    fn next_flush(&self, c: usize) -> Option<(usize, bool)> {
+    fn next_flush(&mut self, c: usize) -> Option<(usize, bool)> {
         let core = &self.cores[c];
         let oldest = core.et.front().map(|e| e.ts).unwrap_or(u64::MAX);
         let oldest_safe = self.safe(c, 0);
+        let early_ok = self.policy == Policy::Asap && core.nack_until.is_none();
+        if !oldest_safe && !early_ok {
+            // Only a safe entry could go, and none is.
+            return None;
+        }
+        // Flushes of one line stay in order: an older entry still unacknowledged (in flight, or
+        // NACKed and waiting to retry) goes first, so a retry never lands on newer data. With
+        // overlapping line flushes only a queued older entry holds it back: the path delivers
+        // in flight ones in order, and the MC NACKs what follows a NACKed one. One pass keeps
+        // the lines of the entries seen so far that hold back later ones of their line.
+        let blockers = &mut self.blockers;
+        blockers.clear();
         for (i, e) in core.pb.entries.iter().enumerate() {
-            if e.state != EntryState::Queued {
-                continue;
+            let queued = e.state == EntryState::Queued;
+            let line = e.data.line;
+            if queued && !blockers.contains(&line) {
+                if e.epoch == oldest && oldest_safe {
+                    return Some((i, false));
+                }
+                if early_ok {
+                    return Some((i, true));
+                }
             }
-            // Flushes of one line stay in order: an older entry still unacknowledged (in flight,
-            // or NACKed and waiting to retry) goes first, so a retry never lands on newer data.
-            // With overlapping line flushes only a queued older entry holds it back: the path
-            // delivers in flight ones in order, and the MC NACKs what follows a NACKed one.
-            let blocks = |o: &super::pb::PbEntry| {
-                o.data.line == e.data.line && (!self.line_overlap || o.state == EntryState::Queued)
-            };
-            if core.pb.entries.iter().take(i).any(blocks) {
-                continue;
-            }
-            let is_safe = e.epoch == oldest && oldest_safe;
-            match self.policy {
-                Policy::Hops if is_safe => return Some((i, false)),
-                Policy::Hops => {}
-                Policy::Asap if is_safe => return Some((i, false)),
-                Policy::Asap if core.nack_until.is_none() => return Some((i, true)),
-                Policy::Asap => {}
+            if queued || !self.line_overlap {
+                blockers.push(line);
             }
         }
         None
@@ -360,7 +367,6 @@ impl Buffered {
 
     fn flush_tick(&mut self, m: &mut Machine, c: usize) {
         self.cores[c].flush_scheduled = false;
-        let queued = self.cores[c].pb.entries.iter().any(|e| e.state == EntryState::Queued);
         match self.next_flush(c) {
             Some((i, early)) => {
                 if let Some(since) = self.cores[c].blocked_since.take() {
@@ -395,8 +401,9 @@ impl Buffered {
                 m.schedule_design(m.now + m.cycle_ps, Self::ev(FLUSH, c, 0));
             }
             None => {
-                if queued && self.cores[c].blocked_since.is_none() {
-                    self.cores[c].blocked_since = Some(m.now);
+                let core = &mut self.cores[c];
+                if core.blocked_since.is_none() && core.pb.entries.iter().any(|e| e.state == EntryState::Queued) {
+                    core.blocked_since = Some(m.now);
                 }
                 if self.policy == Policy::Hops {
                     self.schedule_poll(m, c);

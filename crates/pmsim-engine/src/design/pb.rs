@@ -79,13 +79,21 @@ impl PersistBuffer {
         (id, true)
     }
 
+    /// Position of entry `id`: entries are appended with increasing ids and removed without
+    /// reordering, so they stay sorted by id.
+    #[inline]
+    fn position(&self, id: u64) -> Option<usize> {
+        self.entries.binary_search_by_key(&id, |e| e.id).ok()
+    }
+
     pub fn get_mut(&mut self, id: u64) -> Option<&mut PbEntry> {
-        self.entries.iter_mut().find(|e| e.id == id)
+        let i = self.position(id)?;
+        self.entries.get_mut(i)
     }
 
     /// Frees the entry `id` (its flush was acknowledged).
     pub fn remove(&mut self, now: u64, id: u64) -> Option<PbEntry> {
-        let i = self.entries.iter().position(|e| e.id == id)?;
+        let i = self.position(id)?;
         self.account(now);
         self.entries.remove(i)
     }
@@ -153,4 +161,37 @@ pub fn occupancy_stats(pbs: &[&PersistBuffer], now: u64, out: &mut super::Design
     );
     out.insert("pb_inserts".into(), pbs.iter().map(|p| p.inserts).sum::<u64>() as f64);
     out.insert("pb_coalesced".into(), pbs.iter().map(|p| p.coalesced).sum::<u64>() as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries are found by id (binary search) however they were freed: out of order, after
+    /// coalescing, and with ids that are gone.
+    #[test]
+    fn entries_are_found_by_id_after_out_of_order_frees() {
+        let mut pb = PersistBuffer::new(16);
+        let mut ids = Vec::new();
+        for i in 0..12u64 {
+            let (id, new) = pb.insert(i, &LineData::new(i * 64), i / 3);
+            assert!(new);
+            ids.push(id);
+        }
+        // A store to a queued line of the same epoch coalesces and keeps the entry's id.
+        assert_eq!(pb.insert(20, &LineData::new(11 * 64), 3), (ids[11], false));
+        let mut live: Vec<u64> = ids.clone();
+        for &gone in &[ids[5], ids[0], ids[11], ids[7], ids[6]] {
+            let e = pb.remove(30, gone).expect("live entry");
+            assert_eq!(e.id, gone);
+            live.retain(|&x| x != gone);
+            assert!(pb.remove(31, gone).is_none(), "freed twice");
+            assert!(pb.get_mut(gone).is_none());
+            for &id in &live {
+                assert_eq!(pb.get_mut(id).map(|e| e.id), Some(id));
+            }
+        }
+        assert!(pb.get_mut(1000).is_none());
+        assert_eq!(pb.len(), live.len());
+    }
 }
