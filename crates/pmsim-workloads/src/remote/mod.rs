@@ -42,8 +42,10 @@
 //! list, 1000 instructions. Both are estimates from those code paths (docs/workloads.md), fixed
 //! before measuring and not fitted to Fig 12.
 
+mod libpm;
 mod pmdk;
 mod tpcc;
+mod ycsb;
 
 use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{Recovery, RecoveryError, RecoveryReport};
@@ -264,24 +266,6 @@ pub(crate) const PMDK_EPOCH: ParamSpec = ParamSpec {
     help: "logging-library CPU work per persist epoch: an NVML 1.x TX_ADD (snapshot pmalloc with redo-logged heap update, range header and copy, undo-vector append; 0.5 us at 2 GHz, IPC 2)",
 };
 
-const YCSB_PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "tuples", default: "4096", unit: "tuples", range: int(1, 1 << 30), help: "rows in the YCSB table" },
-    ParamSpec {
-        name: "update_pct",
-        default: "80",
-        unit: "%",
-        range: int(0, 100), help: "share of update transactions (the seed: 50-80% writes)",
-    },
-    ParamSpec { name: "partitions", default: "64", unit: "locks", range: int(1, 1 << 20), help: "lock partitions over the table" },
-    ParamSpec {
-        name: "compute",
-        default: "4000",
-        unit: "instructions",
-        range: int(0, 1 << 32), help: "client CPU work per transaction (one statement): 1 us at 2 GHz, IPC 2, the clients' common per-statement budget",
-    },
-    NSTORE_EPOCH,
-];
-
 const MEMCACHED_PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "items", default: "2048", unit: "items", range: int(1, 1 << 30), help: "slab capacity (items)" },
     ParamSpec { name: "keys", default: "4096", unit: "keys", range: int(1, 1 << 30), help: "key space of the clients" },
@@ -305,9 +289,9 @@ pub static WORKLOADS: &[&dyn Workload] = &[
     },
     &WorkloadSpec {
         name: "rdma-ycsb",
-        description: "client: YCSB on N-Store's opt-WAL engine (the nstore generator); log entry, link, in-place update and log clear replicated with rdma_pwrite, rdma_wait at commit",
-        params: YCSB_PARAMS,
-        generate: |p| as_client(crate::whisper::nstore::NSTORE.generate(p), p),
+        description: "client: YCSB on N-Store's opt-WAL engine with its persistent allocator (every pmalloc, activate, log link, tuple persist and free replicated with rdma_pwrite), rdma_wait at commit",
+        params: ycsb::PARAMS,
+        generate: |p| as_client(ycsb::generate(p), p),
     },
     &WorkloadSpec {
         name: "rdma-ctree",
