@@ -43,6 +43,7 @@
 //! before measuring and not fitted to Fig 12.
 
 mod libpm;
+mod nvml;
 mod pmdk;
 mod tpcc;
 mod ycsb;
