@@ -204,6 +204,12 @@ impl PList {
         PList { head, nodes: Vec::new() }
     }
 
+    /// A list loaded before the run, whose last node is `tail` (the nodes before it are never
+    /// touched by the run's `push_back`s).
+    pub fn with_tail(head: u64, tail: u64) -> PList {
+        PList { head, nodes: vec![tail] }
+    }
+
     /// `push_back`: the first node goes through `init` (node stores, head and tail, activate);
     /// later ones link at the tail and persist the old tail's `next`.
     pub fn push_back(&mut self, c: &mut Ctx<'_>, pool: &mut Pool, val: u64) {
