@@ -33,10 +33,9 @@
 //! path as the real program that WHISPER and the seed ran: `rdma-ycsb` N-Store's opt-WAL engine
 //! with its persistent allocator ([`libpm`], [`ycsb`]: about 49 epochs per update
 //! transaction), `rdma-ctree`/`rdma-hashmap` libpmemobj transactions as WHISPER's NVML does
-//! them ([`nvml`], [`pmdk`]: 11-18 per insert), `rdma-memcached` the local `memcached`
-//! generator, `rdma-tpcc` a TPC-C mix on a coarser N-Store-like log ([`tpcc`]: entry, link and
-//! data epochs per statement, without N-Store's allocator). docs/workloads.md lists the counts
-//! and their sources.
+//! them ([`nvml`], [`pmdk`]: 11-18 per insert), `rdma-tpcc` TPC-C on the same N-Store engine
+//! ([`tpcc`]: about 650 epochs per New-Order), `rdma-memcached` the local `memcached`
+//! generator. docs/workloads.md lists the counts and their sources.
 //!
 //! Library CPU time per persist epoch (`epoch_compute`): the local generators emit a logging
 //! library's persistent writes, not the code that produces them, and one instruction per access
@@ -292,7 +291,7 @@ const MEMCACHED_PARAMS: &[ParamSpec] = &[
 pub static WORKLOADS: &[&dyn Workload] = &[
     &WorkloadSpec {
         name: "rdma-tpcc",
-        description: "client: TPC-C (New-Order, Payment, Delivery, Order-Status, Stock-Level) on an N-Store-like WAL engine; every log entry, link and row write replicated with rdma_pwrite, rdma_wait at commit",
+        description: "client: TPC-C (New-Order, Payment, Delivery, Order-Status, Stock-Level) on N-Store's opt-WAL engine with its persistent allocator; every pmalloc, activate, log link, row persist and free replicated with rdma_pwrite, rdma_wait at commit",
         params: tpcc::PARAMS,
         generate: |p| as_client(tpcc::generate(p), p),
     },

@@ -1,20 +1,31 @@
-//! TPC-C on an N-Store-like write-ahead-logging engine (the Whisper set's `tpcc`), as a local
-//! generator for the remote-persistence clients.
+//! TPC-C on N-Store's opt-WAL engine (the Whisper set's `tpcc`), as a local generator for the
+//! remote-persistence client `rdma-tpcc`, on the modelled N-Store allocator ([`super::libpm`]).
 //!
-//! Pattern (N-Store's opt-WAL engine, github.com/snalli/nstore, as in [`crate::whisper::nstore`]):
-//! each update statement logs the before-image of the fields it changes (log entry + `ofence`,
-//! linked into the log list: count word + `ofence`) and updates the row in place; each insert
-//! writes the new row into freshly allocated space and logs the table's row-count word it bumps
-//! (the insert becomes visible only through it). Commit orders the data, clears the log and is
-//! durable (`dfence`). The transaction mix is TPC-C's: New-Order 45% (district next-order id,
-//! order and new-order rows, 5-15 order lines each reading an item and updating its stock),
-//! Payment 43% (warehouse, district and customer balances, a history row), Delivery 4% (ten
-//! districts: oldest new-order removed, carrier set, customer balance), Order-Status 4% and
-//! Stock-Level 4% (read only).
+//! Pattern (github.com/snalli/nstore, branch `placement_new_on_psegments`, run by WHISPER as
+//! `nstore -w --tpcc`; `src/opt_wal_engine.cpp`, `src/tpcc_benchmark.cpp`): an UPDATE
+//! statement (`opt_wal_engine::update`; its new values come in a volatile record) serialises
+//! the fields' before-images into an entry that is `pmalloc`ed, copied, `pmemalloc_activate`d
+//! and appended to the log (`plist::push_back`: node `pmalloc`, activation, the old tail's link
+//! persisted), copies the fields into the row and `persist_data`s it, which re-activates the
+//! row's data and every one of its VARCHAR strings (2 persists each, whatever changed). An
+//! INSERT (`opt_wal_engine::insert`) of a record the benchmark built persistent (`new
+//! ((record*) pmalloc(..))`: object, data and each VARCHAR string `pmalloc`ed) logs an entry,
+//! activates the record, its data and strings, appends it to the table's `pm_data` list and
+//! stores the primary index's leaf slot. A DELETE (Delivery's new order) logs an entry, persists
+//! the list link that unlinks the record, clears the index slot and frees the record at commit.
+//! `txn_end` deletes the commit free list and the log's entries and nodes and fences: the
+//! commit (`dfence`); read-only transactions still clear the (empty) log. The transaction mix
+//! is TPC-C's: New-Order 45% (district next-order id, order and new-order rows, 5-15 order
+//! lines each reading an item and updating its stock), Payment 43% (warehouse, district and
+//! customer balances, a history row), Delivery 4% (ten districts: oldest new-order removed,
+//! carrier set, customer balance), Order-Status 4% and Stock-Level 4% (read only).
 //!
 //! Simplifications: one warehouse per client (clients are independent, as the seed's 4 clients
-//! are); tables are fixed-stride arrays with row-count words; `items` and `customers` are scaled
-//! down (parameters); no secondary indexes. Row sizes follow TPC-C's schemas (rounded to 8).
+//! are); `items` and `customers` are scaled down (parameters) and the order tables start with one
+//! row; schemas count INTEGER, DOUBLE and VARCHAR columns as N-Store serialises them (11, 16 and
+//! 13-byte slots), string lengths from TPC-C's; the primary index (`pbtree`) is one leaf slot
+//! per row (its inserts store, they persist only on node splits); no secondary indexes; an
+//! updated row's fields are given as a byte range.
 
 use super::libpm::{PList, Pool};
 use crate::ctx::{Ctx, Gen, Interleaver};
