@@ -396,3 +396,51 @@ pub fn generate(p: &Params) -> Generated {
     let (trace, _) = g.finish();
     Generated { trace, recovery: Box::new(Unchecked) }
 }
+
+#[cfg(test)]
+mod tests {
+    use pmsim_trace::Kind;
+
+    /// Per operation label: (regions, their bytes, waits) of a 1-client trace.
+    fn per_op(ops: u64) -> Vec<(String, Vec<u64>, usize)> {
+        let m: std::collections::BTreeMap<String, String> =
+            [("threads", "1"), ("ops", &ops.to_string()), ("epoch_compute", "0")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let t = crate::generate("rdma-tpcc", &m).unwrap().trace;
+        let mut out: Vec<(String, Vec<u64>, usize)> = Vec::new();
+        for e in &t.threads[0].events {
+            match e.kind {
+                Kind::Begin => out.push((t.labels[e.addr as usize].clone(), Vec::new(), 0)),
+                Kind::RdmaPwrite => out.last_mut().unwrap().1.push(e.data),
+                Kind::RdmaWait => out.last_mut().unwrap().2 += 1,
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// From N-Store's `opt_wal_engine::txn_end` (github.com/snalli/nstore): a read-only
+    /// transaction (Order-Status, Stock-Level) frees nothing and has no log entries, but
+    /// `pm_log->clear()` still stores NULL into the log's head and tail (two adjacent
+    /// `sp->ptrs` words) before the fence: one 16-byte region, one wait. Every update
+    /// transaction (New-Order, Payment, Delivery) logs at least one entry, whose `pmalloc`
+    /// (2-3 persists) and `pmemalloc_activate` (2) alone make 4 or more epochs before its wait.
+    #[test]
+    fn read_only_transactions_clear_the_log_and_updates_log_entries() {
+        let ops = per_op(200);
+        let (mut reads, mut writes) = (0, 0);
+        for (label, regions, waits) in &ops {
+            assert_eq!(*waits, 1, "{label}");
+            if label == "order_status" || label == "stock_level" {
+                assert_eq!(regions, &vec![16], "{label}");
+                reads += 1;
+            } else {
+                assert!(regions.len() >= 4, "{label}: {regions:?}");
+                writes += 1;
+            }
+        }
+        assert!(reads > 0 && writes > 0);
+    }
+}
