@@ -59,6 +59,37 @@ def test_convert_round_trips_and_stats_count_regions(cli, tmp_path: Path, remote
     assert a["sim_time_ps"] == b["sim_time_ps"] and a["net"] == b["net"]
 
 
+def persist_pattern(cli, tmp_path: Path, workload: str, *params: str) -> list[tuple[int, int]]:
+    """Per operation of a one-client trace: persist epochs (runs of rdma_pwrite) and waits."""
+    out = tmp_path / f"{workload}.trace"
+    args = ["-p", "threads=1", "-p", "epoch_compute=0", *(x for p in params for x in ("-p", p))]
+    cli("trace", "gen", "--workload", workload, *args, "-o", out, check=True)
+    ops: list[list[int]] = []
+    prev = ""
+    for line in out.read_text().splitlines():
+        kind = line.split()[1] if line.startswith("T") else ""
+        if kind == "begin":
+            ops.append([0, 0])
+        elif kind == "rdma_pwrite" and prev != "rdma_pwrite":
+            ops[-1][0] += 1
+        elif kind == "rdma_wait":
+            ops[-1][1] += 1
+        prev = kind
+    return [(e, w) for e, w in ops]
+
+
+def test_client_persist_patterns_are_the_real_programs(cli, tmp_path: Path):
+    # Counted by hand from the real code (the Rust tests in remote/ycsb.rs and remote/pmdk.rs
+    # spell the counts out): N-Store's opt-WAL update of 5 fields on a fresh one-key table
+    # (github.com/snalli/nstore: 8 pmallocs x 3, 8 activations x 2, 13 free persists, 5 of the
+    # persists without new stores, plus txn_end's fence) and a read (txn_end's log clear);
+    # NVML's hm_tx_insert under map_bench (value alloc 4, two TX_ADDs 2 each, TX_NEW 4,
+    # commit 5, state NONE).
+    assert persist_pattern(cli, tmp_path, "rdma-ycsb", "tuples=1", "ops=1", "update_pct=100") == [(49, 1)]
+    assert persist_pattern(cli, tmp_path, "rdma-ycsb", "tuples=1", "ops=1", "update_pct=0") == [(1, 1)]
+    assert persist_pattern(cli, tmp_path, "rdma-hashmap", "ops=1", "keys=1048576") == [(18, 1)]
+
+
 def test_bsp_beats_sync_and_counts_packets(cli, remote_trace: Path):
     sync = run_json(cli, "--trace", remote_trace, "--set", "net.strategy=sync")
     bsp = run_json(cli, "--trace", remote_trace, "--set", "net.strategy=bsp")

@@ -1,20 +1,26 @@
 //! PMDK's `hashmap_tx` and `ctree_map` examples (the Whisper set's `hashmap` and `ctree`) as
 //! local generators, for the remote-persistence clients.
 //!
-//! Pattern (pmdk `examples/libpmemobj/hashmap/hashmap_tx.c`, `tree_map/ctree_map.c`): every
-//! operation is one undo-logged transaction (`TX_BEGIN`; `TX_ADD` of each persistent range
-//! before its first store: undo entry + `ofence`; stores into memory allocated in the
-//! transaction need no entry; commit orders the data, truncates the log, and is durable:
-//! `dfence`). Allocation and free update the allocator's persistent state inside the
-//! transaction (a logged free-list or bump-pointer word). The Whisper driver inserts a random
-//! key if absent and removes it if found. Each client has its own structure, log and allocator.
+//! Pattern (WHISPER's NVML fork, github.com/snalli/nvml: `src/examples/libpmemobj/hashmap/
+//! hashmap_tx.c` `hm_tx_insert`/`hm_tx_remove`, `tree_map/ctree_map.c` `ctree_map_insert`/
+//! `ctree_map_insert_leaf`/`ctree_map_remove`, driven by `src/benchmarks/map_bench.c`
+//! `map_insert_op`, which WHISPER's `run_ctree.sh`/`run_hashmap.sh` run): every operation is
+//! one libpmemobj transaction with the library's own persists ([`super::nvml`]): the value
+//! object allocated by the driver (`pmemobj_tx_alloc`), each `TX_ADD` through the range cache,
+//! each `TX_NEW` through the allocator's redo log, the commit's drain, state words, cache
+//! zeroing and undo-vector clearing; the transaction's end is durable (`dfence`). A key found
+//! is removed instead (WHISPER's run inserts random 64-bit keys, so it never finds one; the
+//! generators keep a bounded key space so the structures stay small). Each client has its own
+//! structure, lane and heap.
 //!
-//! Simplifications: one allocation class per structure; no rehash (`hashmap` has a fixed bucket
-//! count); the values are tagged bytes. No recovery check of its own: these run as clients, and
-//! the server's images are checked by the region-order rule.
+//! Simplifications: one size class per object kind, blocks from a bump pointer or free list
+//! (the heap's transient buckets); no rehash (`hashmap` has a fixed bucket count); TOIDs are
+//! 8-byte offsets; the values are tagged bytes (ctree keeps the key beside the value, one
+//! object per leaf). No recovery check of its own: these run as clients, and the server's
+//! images are checked by the region-order rule.
 
-use crate::atlas::undo_log::{alloc_logs, Tx};
-use crate::ctx::{Ctx, Gen, Interleaver};
+use super::nvml::{Heap, Lane, NvmlTx};
+use crate::ctx::{Gen, Interleaver};
 use crate::params::{int, ParamSpec, Params};
 use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::Generated;
@@ -60,74 +66,37 @@ impl Recovery for Unchecked {
     }
 }
 
-/// A client's persistent allocator: a free list of fixed-size blocks, then a bump pointer; its
-/// two words live in PM and are updated inside the caller's transaction (PMDK's allocator
-/// redo-logs its metadata; here the update is an undo-logged word, same epoch count).
-struct Alloc {
-    /// Word holding the free-list head; the bump pointer is the next word.
-    meta: u64,
-    size: u64,
-}
-
-impl Alloc {
-    fn new(c: &mut Ctx<'_>, size: u64, count: u64) -> Alloc {
-        let meta = c.alloc_pm(64, 64);
-        let pool = c.alloc_pm(size * count, 64);
-        c.store_u64(meta, 0);
-        c.store_u64(meta + 8, pool);
-        Alloc { meta, size }
-    }
-
-    fn alloc(&self, c: &mut Ctx<'_>, tx: &mut Tx) -> u64 {
-        let head = c.load_u64(self.meta);
-        let blk = if head != 0 {
-            let next = c.load_u64(head);
-            tx.write_u64(c, self.meta, next);
-            head
-        } else {
-            let bump = c.load_u64(self.meta + 8);
-            tx.write_u64(c, self.meta + 8, bump + self.size);
-            bump
-        };
-        tx.fresh(blk, self.size);
-        blk
-    }
-
-    fn free(&self, c: &mut Ctx<'_>, tx: &mut Tx, blk: u64) {
-        let head = c.load_u64(self.meta);
-        tx.write_u64(c, blk, head);
-        tx.write_u64(c, self.meta, blk);
-    }
-}
-
 fn hash(k: u64) -> u64 {
     let mut z = k.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z ^ (z >> 31)
 }
 
-/// `hashmap_tx`: entry {key, next, value}; buckets of head pointers; a count word.
+/// `hashmap_tx` driven by pmembench's `map_insert` (`src/benchmarks/map_bench.c`: one
+/// transaction allocating the value, `pmemobj_tx_alloc`, around `hm_tx_insert`): entry
+/// {key, next, value}; buckets of head pointers; a count word. A key found is removed
+/// (`hm_tx_remove`: the link and the count `TX_ADD`ed, the entry `TX_FREE`d).
 pub fn hashmap(p: &Params) -> Generated {
     let keys = p.get("keys").max(1);
     let nb = p.get("buckets").max(1);
     let compute = p.get("compute");
     let vs = r8(p.value_size);
     let mut g = Gen::new(p);
-    let logs = alloc_logs(&mut g.heap, p.threads);
-    let entry = (16 + vs).div_ceil(64) * 64;
-    let maps: Vec<(u64, u64, Alloc)> = (0..p.threads)
+    let mut maps: Vec<(u64, u64, Lane, Heap, Heap)> = (0..p.threads)
         .map(|t| {
             let mut c = g.ctx(t);
             let buckets = c.alloc_pm(nb * 8, 64);
             let count = c.alloc_pm(64, 64);
-            let a = Alloc::new(&mut c, entry, keys + 1);
-            (buckets, count, a)
+            let lane = Lane::new(&mut c);
+            let entries = Heap::new(&mut c, 64, keys + 1);
+            let values = Heap::new(&mut c, vs.max(8).div_ceil(64) * 64, keys + p.ops + 1);
+            (buckets, count, lane, entries, values)
         })
         .collect();
-    let mut txid = 0u64;
     let mut tag = 0u64;
     Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-        let (buckets, count, a) = &maps[c.thread];
+        let (buckets, count, lane, eh, vh) = &mut maps[c.thread];
+        let (buckets, count) = (*buckets, *count);
         let key = c.rng().below(keys) + 1;
         c.begin("op");
         c.compute(compute);
@@ -138,25 +107,30 @@ pub fn hashmap(p: &Params) -> Generated {
             prev = cur + 8;
             cur = c.load_u64(cur + 8);
         }
-        txid += 1;
-        let mut tx = Tx::begin(logs[c.thread], txid, true, false);
-        let n = c.load_u64(*count);
+        let mut tx = NvmlTx::begin();
+        let n = c.load_u64(count);
         if cur != 0 {
+            tx.add(c, lane, eh, prev, 8);
+            tx.add(c, lane, eh, count, 8);
             let next = c.load_u64(cur + 8);
-            tx.write_u64(c, prev, next);
-            a.free(c, &mut tx, cur);
-            tx.write_u64(c, *count, n.wrapping_sub(1));
+            c.store_u64(prev, next);
+            c.store_u64(count, n.wrapping_sub(1));
+            tx.free(c, lane, cur, 0);
         } else {
-            let e = a.alloc(c, &mut tx);
+            let v = tx.alloc(c, lane, vh);
             tag += 1;
+            c.store(v, &value_bytes(tag, vs as usize));
+            tx.add(c, lane, eh, slot, 8);
+            tx.add(c, lane, eh, count, 8);
+            let e = tx.alloc(c, lane, eh);
             let head = c.load_u64(slot);
-            tx.write_u64(c, e, key);
-            tx.write_u64(c, e + 8, head);
-            tx.write(c, e + 16, &value_bytes(tag, vs as usize));
-            tx.write_u64(c, slot, e);
-            tx.write_u64(c, *count, n + 1);
+            c.store_u64(e, key);
+            c.store_u64(e + 16, v);
+            c.store_u64(e + 8, head);
+            c.store_u64(slot, e);
+            c.store_u64(count, n + 1);
         }
-        tx.commit(c);
+        tx.commit(c, lane, &mut [eh, vh]);
         c.end("op", OpRecord { op: 1, key, ..Default::default() });
         c.op_dfence();
     });
@@ -173,26 +147,27 @@ pub fn ctree(p: &Params) -> Generated {
     let compute = p.get("compute");
     let vs = r8(p.value_size);
     let mut g = Gen::new(p);
-    let logs = alloc_logs(&mut g.heap, p.threads);
     let leaf_size = (8 + vs).div_ceil(64) * 64;
-    let trees: Vec<(u64, Alloc, Alloc)> = (0..p.threads)
+    let mut trees: Vec<(u64, Lane, Heap, Heap)> = (0..p.threads)
         .map(|t| {
             let mut c = g.ctx(t);
             let root = c.alloc_pm(64, 64);
             c.store_u64(root, 0);
-            (root, Alloc::new(&mut c, 64, keys + 1), Alloc::new(&mut c, leaf_size, keys + 1))
+            let lane = Lane::new(&mut c);
+            let nodes = Heap::new(&mut c, 64, keys + 1);
+            let leaves = Heap::new(&mut c, leaf_size, keys + p.ops + 1);
+            (root, lane, nodes, leaves)
         })
         .collect();
     let bit = |k: u64, d: u64| (k >> d) & 1;
-    let mut txid = 0u64;
     let mut tag = 0u64;
     Interleaver::run(&mut g, p.threads, p.ops, |c, _| {
-        let (root, nodes, leaves) = &trees[c.thread];
+        let (root, lane, nh, lh) = &mut trees[c.thread];
+        let root = &*root;
         let key = c.rng().below(keys) + 1;
         c.begin("op");
         c.compute(compute);
-        txid += 1;
-        let mut tx = Tx::begin(logs[c.thread], txid, true, false);
+        let mut tx = NvmlTx::begin();
         // Descend to the leaf the key's bits lead to, remembering parent and grandparent slots.
         let (mut gp_slot, mut p_slot) = (0u64, *root);
         let mut cur = c.load_u64(*root);
@@ -207,21 +182,21 @@ pub fn ctree(p: &Params) -> Generated {
         if found == Some(key) {
             // Remove: the grandparent's slot takes the sibling; the parent node and leaf are freed.
             if gp_slot == 0 {
-                tx.write_u64(c, *root, 0);
+                tx.write_u64(c, lane, nh, *root, 0);
             } else {
                 let parent = c.load_u64(gp_slot);
                 let sib_slot = if p_slot == parent + 8 { parent + 16 } else { parent + 8 };
                 let sib = c.load_u64(sib_slot);
-                tx.write_u64(c, gp_slot, sib);
-                nodes.free(c, &mut tx, parent);
+                tx.write_u64(c, lane, nh, gp_slot, sib);
+                tx.free(c, lane, parent, 0);
             }
-            leaves.free(c, &mut tx, cur & !LEAF);
         } else {
-            let leaf = leaves.alloc(c, &mut tx);
-            tx.write_u64(c, leaf, key);
-            tx.write(c, leaf + 8, &value_bytes(tag, vs as usize));
+            // map_bench's value object (with the key, the leaf), then `ctree_map_insert`.
+            let leaf = tx.alloc(c, lane, lh);
+            c.store_u64(leaf, key);
+            c.store(leaf + 8, &value_bytes(tag, vs as usize));
             match found {
-                None => tx.write_u64(c, *root, leaf | LEAF),
+                None => tx.write_u64(c, lane, nh, *root, leaf | LEAF),
                 Some(other) => {
                     // The crit bit: highest bit where the key differs from the leaf reached.
                     let diff = 63 - (key ^ other).leading_zeros() as u64;
@@ -235,17 +210,17 @@ pub fn ctree(p: &Params) -> Generated {
                         dest = at + 8 + 8 * bit(key, d);
                         at = c.load_u64(dest);
                     }
-                    let node = nodes.alloc(c, &mut tx);
-                    tx.write_u64(c, node, diff);
+                    let node = tx.alloc(c, lane, nh);
+                    c.store_u64(node, diff);
                     let (s_new, s_old) =
                         if bit(key, diff) == 1 { (node + 16, node + 8) } else { (node + 8, node + 16) };
-                    tx.write_u64(c, s_new, leaf | LEAF);
-                    tx.write_u64(c, s_old, at);
-                    tx.write_u64(c, dest, node);
+                    c.store_u64(s_new, leaf | LEAF);
+                    c.store_u64(s_old, at);
+                    tx.write_u64(c, lane, nh, dest, node);
                 }
             }
         }
-        tx.commit(c);
+        tx.commit(c, lane, &mut [nh, lh]);
         c.end("op", OpRecord { op: 1, key, ..Default::default() });
         c.op_dfence();
     });
@@ -313,13 +288,13 @@ mod tests {
         // Roots are the first PM allocation of each thread after the logs: find them by
         // replaying the key sequence the generator drew (same seed, same interleaving).
         let mut g2 = Gen::new(&p);
-        let _ = alloc_logs(&mut g2.heap, p.threads);
         let mut roots = Vec::new();
         for t in 0..p.threads {
             let mut c = g2.ctx(t);
             roots.push(c.alloc_pm(64, 64));
-            let _ = Alloc::new(&mut c, 64, 4097);
-            let _ = Alloc::new(&mut c, (8 + r8(p.value_size)).div_ceil(64) * 64, 4097);
+            let _ = Lane::new(&mut c);
+            let _ = Heap::new(&mut c, 64, 4097);
+            let _ = Heap::new(&mut c, (8 + r8(p.value_size)).div_ceil(64) * 64, 4097 + p.ops);
         }
         let mut model: Vec<std::collections::BTreeSet<u64>> = vec![Default::default(); p.threads];
         let mut g3 = Gen::new(&p);
@@ -334,5 +309,50 @@ mod tests {
             let want: Vec<u64> = model[t].iter().copied().collect();
             assert_eq!(keys_in_ctree(&heap, roots[t]), want, "thread {t}");
         }
+    }
+
+    /// Persist epochs (runs of `rdma_pwrite`s) and waits of each operation of a 1-client trace.
+    fn per_op(w: &str, extra: &[(&str, &str)]) -> Vec<(usize, usize)> {
+        let mut m: BTreeMap<String, String> = [("threads", "1"), ("epoch_compute", "0")]
+            .iter()
+            .chain(extra)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        m.insert("keys".into(), (1u64 << 20).to_string());
+        let t = crate::generate(w, &m).unwrap().trace;
+        let (mut out, mut open) = (Vec::new(), false);
+        for e in &t.threads[0].events {
+            match e.kind {
+                pmsim_trace::Kind::Begin => out.push((0, 0)),
+                pmsim_trace::Kind::RdmaPwrite if !open => {
+                    out.last_mut().unwrap().0 += 1;
+                    open = true;
+                    continue;
+                }
+                pmsim_trace::Kind::RdmaPwrite => continue,
+                pmsim_trace::Kind::RdmaWait => out.last_mut().unwrap().1 += 1,
+                _ => {}
+            }
+            open = false;
+        }
+        out
+    }
+
+    /// Counted by hand from WHISPER's NVML (github.com/snalli/nvml: `tx.c`, `redo.c`,
+    /// `pvector.c`) and its drivers (`map_bench.c` `map_insert_op`: a transaction with
+    /// `pmemobj_tx_alloc` of the value around the map's insert):
+    /// - hashmap, insert into an empty map (`hm_tx_insert`): value alloc (heap redo log: entries,
+    ///   finish flag, apply, flag clear: 4), `TX_ADD_FIELD` bucket (cache snapshot, slot header:
+    ///   2), `TX_ADD_FIELD` count (2), `TX_NEW` entry (4); commit: drain (1), state COMMITTED
+    ///   (1), range cache zeroed (1), two `UNDO_ALLOC` slots cleared (2), state NONE (the
+    ///   commit): 18 epochs, one wait;
+    /// - ctree, insert into an empty tree (`ctree_map_insert`, `p->key == 0`): value alloc (4),
+    ///   `tx_add_range_direct` of the root entry (2); commit 1 + 1 + 1, one slot cleared (1),
+    ///   NONE: 11; a second, different key (`ctree_map_insert_leaf`): value (4), `TX_NEW`
+    ///   node (4), `tx_add_range_direct` of the slot (2); commit 1 + 1 + 1 + 2, NONE: 16.
+    #[test]
+    fn nvml_transactions_have_the_libraries_persist_epochs() {
+        assert_eq!(per_op("rdma-hashmap", &[("ops", "1")]), [(18, 1)]);
+        assert_eq!(per_op("rdma-ctree", &[("ops", "2")]), [(11, 1), (16, 1)]);
     }
 }
