@@ -85,15 +85,17 @@ pub fn r8(n: usize) -> u64 {
     (n as u64).div_ceil(8) * 8
 }
 
-/// Writes `bytes` into an image (recovery's own writes, e.g. rolling back an undo log).
-pub fn image_write(img: &mut MemImage, addr: u64, bytes: &[u8]) {
+/// Writes `bytes` into an image's copy-on-write layer (recovery's own writes, e.g. rolling back
+/// an undo log; [`MemImage::cow_write`]): the image itself, shared with the crash checker, is
+/// untouched.
+pub fn image_write(img: &MemImage, addr: u64, bytes: &[u8]) {
     for (i, b) in bytes.iter().enumerate() {
         let a = addr + i as u64;
         let w = a & !7;
         let sh = (a - w) * 8;
         let mut cur = img.get(w).unwrap_or_default();
         cur.data = (cur.data & !(0xffu64 << sh)) | ((*b as u64) << sh);
-        img.set(w, cur);
+        img.cow_write(w, cur);
     }
 }
 
