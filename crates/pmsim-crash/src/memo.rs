@@ -14,6 +14,11 @@
 //! asked again, each reused or rerun by the same rule). The verdict is then, exactly, the one a
 //! run of the whole recovery would give.
 //!
+//! While the image has a copy-on-write layer (an undo-log rollback's view,
+//! [`MemImage::cow_write`]), pieces are run afresh and not kept: what they read is then not only
+//! the image's words. (The whole recovery, which builds that layer from words it reads, is
+//! memoised as usual.)
+//!
 //! It also answers `dfence_done` from a bitset indexed by gid, advanced as time goes on, instead
 //! of a hash map per query (a recovery asks once per logged operation).
 
@@ -140,16 +145,22 @@ impl PieceCache for Runner<'_> {
         if let Some(parent) = c.stack.last_mut() {
             parent.push(id);
         }
-        if c.valid(id) {
+        // Under a copy-on-write layer (an undo rollback's view) the words a piece reads are not
+        // all the image's: such a run is neither reused nor reusable.
+        let cow = self.img.cow_active();
+        if !cow && c.valid(id) {
             return c.entries[id as usize].out.clone();
         }
         let mark = self.img.read_mark();
         c.stack.push(Vec::new());
         let expires = Cell::new(u64::MAX);
         let dfences = self.dfences;
+        // No pending dfence completes before the next one in time: once that is the expiry,
+        // further pending answers need no look-up.
+        let soonest = dfences.by_time.get(dfences.completed).map_or(u64::MAX, |d| d.0);
         let dfence_done = |gid: u64| {
             let done = dfences.done(gid);
-            if !done {
+            if !done && expires.get() > soonest {
                 expires.set(expires.get().min(dfences.completion(gid)));
             }
             done
@@ -159,7 +170,7 @@ impl PieceCache for Runner<'_> {
         let children = c.stack.pop().unwrap_or_default();
         let mut words = std::mem::take(&mut c.words);
         words.clear();
-        let all = mark.is_none_or(|m| self.img.split_reads(m, &mut words));
+        let all = mark.is_none_or(|m| self.img.split_reads(m, &mut words)) || cow;
         let e = &mut c.entries[id as usize];
         e.gen = e.gen.wrapping_add(1);
         let gen = e.gen;

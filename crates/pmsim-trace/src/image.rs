@@ -160,6 +160,11 @@ impl MemImage {
         self.cow_on.set(true);
     }
 
+    /// Whether a copy-on-write layer is active.
+    pub fn cow_active(&self) -> bool {
+        self.cow_on.get()
+    }
+
     /// Drops the copy-on-write layer.
     pub fn cow_clear(&self) {
         self.cow.borrow_mut().clear();

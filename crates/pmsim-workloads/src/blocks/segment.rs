@@ -70,7 +70,8 @@ impl Owned {
 }
 
 /// [`walk`], with each segment's work (`visit`) run as the piece (`tag`, segment, implied local
-/// depth, pattern) of `cache`: reused while nothing it read changed. A segment's error stops
+/// depth, pattern) of `cache` (`visit` gets the cache for pieces of its own): reused while
+/// nothing it read changed. A segment's error stops
 /// the walk, as in [`walk`]. Returns the segments' outputs in directory (= key) order.
 pub fn walk_pieces<T: 'static>(
     img: &MemImage,
@@ -78,11 +79,11 @@ pub fn walk_pieces<T: 'static>(
     depth: u64,
     cache: &mut dyn PieceCache,
     tag: u64,
-    mut visit: impl FnMut(&Owned, &dyn Fn(u64) -> bool) -> R<T>,
+    mut visit: impl FnMut(&Owned, &mut dyn PieceCache, &dyn Fn(u64) -> bool) -> R<T>,
 ) -> R<Vec<Rc<R<T>>>> {
     let mut out = Vec::new();
     walk(img, entries, depth, |o| {
-        let p = piece(cache, &[tag, o.seg, o.ld, o.pattern], |_, d| visit(&o, d));
+        let p = piece(cache, &[tag, o.seg, o.ld, o.pattern], |c, d| visit(&o, c, d));
         if let Err(e) = &*p {
             return Err(e.clone());
         }

@@ -272,7 +272,7 @@ impl Recovery for CcehRecovery {
         if depth > 32 || cap != 1 << depth {
             return err(format!("directory {dir:#x}: depth {depth}, capacity {cap}"));
         }
-        let parts = walk_pieces(img, dir + DIR_ENTRIES, depth, pieces, 0, |o, d| {
+        let parts = walk_pieces(img, dir + DIR_ENTRIES, depth, pieces, 0, |o, _, d| {
             let mut found = Vec::new();
             let ld = img.read_u64(l.hdr(o.seg) + 8);
             if ld > o.ld {

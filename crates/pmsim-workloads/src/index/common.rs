@@ -164,6 +164,24 @@ pub struct Part {
     pub op_err: Option<(usize, String)>,
 }
 
+/// [`Truth::verify`]'s checks of one found item that need nothing but the item and the image
+/// (so a piece may make them once and cache them): `Unknown` fails before the duplicate-key
+/// check, `Bytes` after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ItemCheck {
+    Ok,
+    Unknown(String),
+    Bytes(String),
+}
+
+/// A found item with its [`ItemCheck`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    pub key: u64,
+    pub rec: u64,
+    pub check: ItemCheck,
+}
+
 /// The op log indexed for range queries (built once, on first use).
 #[derive(Default)]
 struct OpIndex {
@@ -217,21 +235,46 @@ impl Truth {
         range: std::ops::RangeInclusive<u64>,
         dfence_done: &dyn Fn(u64) -> bool,
     ) -> Part {
+        let checked: Vec<Checked> = found.iter().map(|&(w, rec)| self.check_item(img, w, rec)).collect();
+        self.verify_checked(&checked, range, dfence_done)
+    }
+
+    /// The checks of item (`w`, `rec`) that depend on it alone (see [`ItemCheck`]).
+    pub fn check_item(&self, img: &MemImage, w: u64, rec: u64) -> Checked {
+        let check = match self.records.get(&rec) {
+            None => ItemCheck::Unknown(format!("key {w:#x} points to {rec:#x}, which is not a record ever written")),
+            Some(&rw) if rw != w => ItemCheck::Unknown(format!("key {w:#x} points to the record of key {rw:#x}")),
+            _ => {
+                let want = keys::record_bytes(w, self.key_size, self.value_size);
+                if img.read_bytes(rec, want.len()) != want {
+                    ItemCheck::Bytes(format!("record of key {w:#x} at {rec:#x} holds bytes never written there"))
+                } else {
+                    ItemCheck::Ok
+                }
+            }
+        };
+        Checked { key: w, rec, check }
+    }
+
+    /// [`Truth::verify_part`] of items already checked one by one ([`Truth::check_item`]).
+    pub fn verify_checked(
+        &self,
+        found: &[Checked],
+        range: std::ops::RangeInclusive<u64>,
+        dfence_done: &dyn Fn(u64) -> bool,
+    ) -> Part {
         let mut map: FxHashMap<u64, u64> = FxHashMap::with_capacity_and_hasher(found.len(), Default::default());
         let mut part = Part::default();
-        for &(w, rec) in found {
+        for c in found {
+            let (w, rec) = (c.key, c.rec);
             debug_assert!(range.contains(&w), "key {w:#x} outside its part's range");
-            let e = match self.records.get(&rec) {
-                None => Some(format!("key {w:#x} points to {rec:#x}, which is not a record ever written")),
-                Some(&rw) if rw != w => Some(format!("key {w:#x} points to the record of key {rw:#x}")),
+            let e = match &c.check {
+                ItemCheck::Unknown(m) => Some(m.clone()),
                 _ if map.get(&w).is_some_and(|&old| old != rec) => {
                     Some(format!("key {w:#x} appears twice with different records"))
                 }
-                _ => {
-                    let want = keys::record_bytes(w, self.key_size, self.value_size);
-                    (img.read_bytes(rec, want.len()) != want)
-                        .then(|| format!("record of key {w:#x} at {rec:#x} holds bytes never written there"))
-                }
+                ItemCheck::Bytes(m) => Some(m.clone()),
+                ItemCheck::Ok => None,
             };
             if e.is_some() {
                 part.item_err = e;

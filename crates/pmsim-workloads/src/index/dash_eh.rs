@@ -170,6 +170,10 @@ fn generate(p: &Params) -> Generated {
     Generated { trace, recovery: Box::new(EhRecovery { root, geo, truth }) }
 }
 
+/// Piece tags (see [`crate::recovery::piece`]).
+const SEGMENT: u64 = 0;
+const BUCKET: u64 = 1;
+
 struct EhRecovery {
     root: u64,
     geo: Geo,
@@ -196,27 +200,30 @@ impl Recovery for EhRecovery {
         if depth > 32 {
             return err(format!("directory depth {depth}"));
         }
-        let parts = walk_pieces(img, dir + DIR_ENTRIES, depth, pieces, 0, |o, d| {
-            let mut found = Vec::new();
+        let parts = walk_pieces(img, dir + DIR_ENTRIES, depth, pieces, SEGMENT, |o, c, d| {
             let ld = img.read_u64(o.seg + LD);
             if ld > o.ld {
                 return err(format!("segment {:#x}: local depth {ld} > {}", o.seg, o.ld));
             }
             let keep = |k: u64| top(k, o.ld) == o.pattern;
-            self.geo.items(img, o.seg, keep, &mut found)?;
+            // Each bucket a piece of its own, its items checked against the truth inside it.
+            let item = |k, v| self.truth.check_item(img, k, v);
+            let mut found = Vec::new();
+            let filter = [o.ld, o.pattern];
+            self.geo.items_pieces(img, o.seg, filter, keep, c, BUCKET, item, &mut found)?;
             // Mid-split, the new segment (linked by NEXT) is authoritative only once the copy
             // into it is persistent, which the old segment's new pattern (tagged with depth
             // ld+1) shows; before that, every item is still in the old segment.
             let next = img.read_u64(o.seg + NEXT);
             let copied = img.read_u64(o.seg + PATTERN) >> 32 == ld + 1;
             if img.read_u64(o.seg + STATE) == SPLITTING && next != 0 && copied {
-                self.geo.items(img, next, keep, &mut found)?;
+                self.geo.items_pieces(img, next, filter, keep, c, BUCKET, item, &mut found)?;
             }
             // Segments own disjoint key ranges in directory order: sorting each segment's
             // items sorts the whole table's.
-            found.sort_unstable();
-            found.dedup();
-            Ok(self.truth.verify_part(img, &found, o.keys(), d))
+            found.sort_unstable_by_key(|i| (i.key, i.rec));
+            found.dedup_by_key(|i| (i.key, i.rec));
+            Ok(self.truth.verify_checked(&found, o.keys(), d))
         })?;
         self.truth.combine(parts.iter().filter_map(|p| p.as_ref().as_ref().ok()), dfence_done)
     }
