@@ -9,9 +9,10 @@
 //! `dfence` (the original's final flush+fence before returning); searches do not persist.
 
 use super::keys;
+use crate::blocks::node::LeafPiece;
 use crate::ctx::{Ctx, Gen, Interleaver};
 use crate::params::{compute, ParamSpec, Params};
-use crate::recovery::{OpLog, OpRecord, RecoveryError, RecoveryReport};
+use crate::recovery::{piece, OpLog, OpRecord, PieceCache, RecoveryError, RecoveryReport};
 use pmsim_trace::MemImage;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -305,6 +306,37 @@ impl Truth {
             }
         }
         part
+    }
+
+    /// [`Truth::verify`] of the entries of a leaf chain whose keys strictly increase along it
+    /// (as [`crate::blocks::node::Blink::leaves_pieces`] returns them), each leaf's part a piece
+    /// (`tag`, leaf, its key range) that gets the leaf's entries from `leaf` (a nested piece, so
+    /// the part depends on what the leaf read). Leaf i's range runs from its first key (0 for the
+    /// first non-empty leaf) to below the next non-empty leaf's first key.
+    pub fn verify_leaves(
+        &self,
+        img: &MemImage,
+        dfence_done: &dyn Fn(u64) -> bool,
+        cache: &mut dyn PieceCache,
+        tag: u64,
+        leaves: &[(u64, LeafPiece)],
+        leaf: &dyn Fn(&mut dyn PieceCache, u64) -> LeafPiece,
+    ) -> R<RecoveryReport> {
+        let first = |l: &LeafPiece| l.as_ref().as_ref().ok().and_then(|l| l.entries.first().map(|e| e.0));
+        let full: Vec<(u64, u64)> = leaves.iter().filter_map(|(n, l)| first(l).map(|k| (*n, k))).collect();
+        if full.is_empty() {
+            return self.verify(img, &[], dfence_done);
+        }
+        let mut parts = Vec::with_capacity(full.len());
+        for (i, &(n, k)) in full.iter().enumerate() {
+            let lo = if i == 0 { 0 } else { k };
+            let hi = full.get(i + 1).map_or(u64::MAX, |&(_, next)| next - 1);
+            parts.push(piece(cache, &[tag, n, lo, hi], |c, d| match &*leaf(c, n) {
+                Ok(l) => self.verify_part(img, &l.entries, lo..=hi, d),
+                Err(_) => Part::default(),
+            }));
+        }
+        self.combine(parts.iter().map(|p| &**p), dfence_done)
     }
 
     /// The verdict of parts (in the order of the whole `found`, see [`Truth::verify_part`]):
