@@ -488,7 +488,7 @@ mod tests {
 
     #[test]
     fn corrupting_any_word_gives_the_verdict_of_a_fresh_run() {
-        for w in ["dash-eh", "cceh", "fastfair", "p-masstree", "nstore"] {
+        for w in ["dash-eh", "dash-lh", "cceh", "fastfair", "p-masstree", "nstore"] {
             let mut p = std::collections::BTreeMap::new();
             p.insert("ops".to_string(), "40".to_string());
             let g = pmsim_workloads::generate(w, &p).unwrap();

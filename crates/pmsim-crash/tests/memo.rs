@@ -47,9 +47,9 @@ fn json(r: &Report) -> String {
 #[test]
 fn reused_verdicts_are_the_verdicts_of_a_run_on_every_image() {
     let (mut reused, mut rejected) = (0, 0);
-    // Piecewise recoveries: segments (Dash-EH, CCEH), B-link leaves (FAST_FAIR, P-Masstree);
-    // whole-verdict reuse over a copy-on-write rollback (N-Store).
-    for w in ["dash-eh", "cceh", "fastfair", "p-masstree", "nstore"] {
+    // Piecewise recoveries: segments (Dash-EH, Dash-LH, CCEH), B-link leaves (FAST_FAIR,
+    // P-Masstree); whole-verdict reuse over a copy-on-write rollback (N-Store).
+    for w in ["dash-eh", "dash-lh", "cceh", "fastfair", "p-masstree", "nstore"] {
         for design in ["asap-rp", "broken-asap-rp-commit-before-ack"] {
             let every = ["dash-eh", "cceh", "nstore"].contains(&w).then_some(Instants::Every);
             for instants in every.into_iter().chain([Instants::Random { n: 200, seed: 5 }]) {

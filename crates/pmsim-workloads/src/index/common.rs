@@ -72,8 +72,8 @@ pub struct Truth {
     /// op key id -> key word
     pub words: Vec<u64>,
     pub log: OpLog,
-    /// The op log by key, for [`Truth::verify_part`] (built on first use).
-    index: std::sync::OnceLock<OpIndex>,
+    /// The op log by key, per key order, for [`Truth::verify_part`] (built on first use).
+    index: std::sync::Mutex<Vec<(KeyOrder, std::sync::Arc<OpIndex>)>>,
 }
 
 /// Runs `p.ops` operations per thread on `ix` and returns the truth (the log is filled in by the
@@ -183,11 +183,42 @@ pub struct Checked {
     pub check: ItemCheck,
 }
 
-/// The op log indexed for range queries (built once, on first use).
+/// The order in which the parts of a structure own ranges of keys ([`Truth::verify_part`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyOrder {
+    /// By key word (extendible hashing's top bits, a B-tree's keys).
+    Natural,
+    /// By the bits of `key >> shift`, lowest first: the keys whose `(key >> shift) mod 2^m` is
+    /// `i` (a linear-hashing segment's) are one range of this order ([`KeyOrder::low_bits`]).
+    LowBits(u32),
+}
+
+impl KeyOrder {
+    /// Where key `w` sits in this order.
+    pub fn of(self, w: u64) -> u64 {
+        match self {
+            KeyOrder::Natural => w,
+            KeyOrder::LowBits(shift) => (w >> shift).reverse_bits(),
+        }
+    }
+
+    /// In order `LowBits`: the range of the keys whose `(key >> shift) mod 2^m` is `i` (`i` <
+    /// 2^m, m <= 64).
+    pub fn low_bits(i: u64, m: u32) -> std::ops::RangeInclusive<u64> {
+        if m == 0 {
+            return 0..=u64::MAX;
+        }
+        let lo = i.reverse_bits();
+        lo..=lo | (u64::MAX >> m)
+    }
+}
+
+/// The op log indexed for range queries in one key order (built once, on first use).
 #[derive(Default)]
 struct OpIndex {
-    /// (key word, op index) of every insert or delete with a `durable_at` and a known key, sorted.
-    by_word: Vec<(u64, usize)>,
+    /// (place in the order, key word, op index) of every insert or delete with a `durable_at`
+    /// and a known key, sorted.
+    by_word: Vec<(u64, u64, usize)>,
     /// Indexes of the operations with a `durable_at` whose key id is unknown.
     unknown: Vec<usize>,
     /// Key ids some operation deletes.
@@ -195,8 +226,12 @@ struct OpIndex {
 }
 
 impl Truth {
-    fn index(&self) -> &OpIndex {
-        self.index.get_or_init(|| {
+    fn index(&self, order: KeyOrder) -> std::sync::Arc<OpIndex> {
+        let mut cached = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, ix)) = cached.iter().find(|(o, _)| *o == order) {
+            return ix.clone();
+        }
+        let ix = std::sync::Arc::new({
             let mut ix = OpIndex::default();
             for (i, o) in self.log.ops.iter().enumerate() {
                 if o.op == OP_DELETE {
@@ -207,13 +242,15 @@ impl Truth {
                 }
                 match self.words.get(o.key as usize) {
                     None => ix.unknown.push(i),
-                    Some(&w) if o.op == OP_INSERT || o.op == OP_DELETE => ix.by_word.push((w, i)),
+                    Some(&w) if o.op == OP_INSERT || o.op == OP_DELETE => ix.by_word.push((order.of(w), w, i)),
                     Some(_) => {}
                 }
             }
             ix.by_word.sort_unstable();
             ix
-        })
+        });
+        cached.push((order, ix.clone()));
+        ix
     }
 
     /// Checks the entries a structure's recovery found: each is a written record of its key, no
@@ -264,11 +301,22 @@ impl Truth {
         range: std::ops::RangeInclusive<u64>,
         dfence_done: &dyn Fn(u64) -> bool,
     ) -> Part {
+        self.verify_checked_in(KeyOrder::Natural, found, range, dfence_done)
+    }
+
+    /// [`Truth::verify_checked`] for parts owning ranges of `order`.
+    pub fn verify_checked_in(
+        &self,
+        order: KeyOrder,
+        found: &[Checked],
+        range: std::ops::RangeInclusive<u64>,
+        dfence_done: &dyn Fn(u64) -> bool,
+    ) -> Part {
         let mut map: FxHashMap<u64, u64> = FxHashMap::with_capacity_and_hasher(found.len(), Default::default());
         let mut part = Part::default();
         for c in found {
             let (w, rec) = (c.key, c.rec);
-            debug_assert!(range.contains(&w), "key {w:#x} outside its part's range");
+            debug_assert!(range.contains(&order.of(w)), "key {w:#x} outside its part's range");
             let e = match &c.check {
                 ItemCheck::Unknown(m) => Some(m.clone()),
                 _ if map.get(&w).is_some_and(|&old| old != rec) => {
@@ -284,9 +332,9 @@ impl Truth {
             map.insert(w, rec);
         }
         part.items = map.len() as u64;
-        let ix = self.index();
-        let from = ix.by_word.partition_point(|&(w, _)| w < *range.start());
-        for &(w, i) in ix.by_word[from..].iter().take_while(|&&(w, _)| w <= *range.end()) {
+        let ix = self.index(order);
+        let from = ix.by_word.partition_point(|&(o, _, _)| o < *range.start());
+        for &(_, w, i) in ix.by_word[from..].iter().take_while(|&&(o, _, _)| o <= *range.end()) {
             let op = &self.log.ops[i];
             if !op.durable_at.is_some_and(dfence_done) {
                 continue;
@@ -360,7 +408,7 @@ impl Truth {
             rep.items += p.items;
             rep.durable_ops_checked += p.checked;
         }
-        for &i in &self.index().unknown {
+        for &i in &self.index(KeyOrder::Natural).unknown {
             if first.as_ref().is_some_and(|(j, _)| *j < i) {
                 break;
             }

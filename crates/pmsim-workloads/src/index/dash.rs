@@ -250,17 +250,10 @@ impl Geo {
     }
 
     /// Recovery: the items of segment `seg` that `keep` accepts, checking that each sits where
-    /// an insert could have put it and that its fingerprint matches.
-    pub fn items(&self, img: &MemImage, seg: u64, keep: impl Fn(u64) -> bool, out: &mut Vec<(u64, u64)>) -> R<()> {
-        for b in 0..self.nb + STASH {
-            self.bucket_items(img, seg, b, &keep, &mut |k, v| out.push((k, v)))?;
-        }
-        Ok(())
-    }
-
-    /// [`Geo::items`] with each bucket a nested piece of `cache` (key: `tag`, the segment, the
-    /// bucket, and `filter`, the words that determine `keep`); `item` maps each item inside the
-    /// piece (its result is cached with it). Appends the items in bucket order.
+    /// an insert could have put it and that its fingerprint matches; each bucket is a nested
+    /// piece of `cache` (key: `tag`, the segment, the bucket, and `filter`, the words that
+    /// determine `keep`), and `item` maps each item inside the piece (its result is cached with
+    /// it). Appends the items in bucket order.
     #[allow(clippy::too_many_arguments)]
     pub fn items_pieces<T: Clone + 'static>(
         &self,
