@@ -51,8 +51,9 @@ fn reused_verdicts_are_the_verdicts_of_a_run_on_every_image() {
     // P-Masstree); whole-verdict reuse over a copy-on-write rollback (N-Store).
     for w in ["dash-eh", "dash-lh", "cceh", "fastfair", "p-masstree", "nstore"] {
         for design in ["asap-rp", "broken-asap-rp-commit-before-ack"] {
-            let every = ["dash-eh", "cceh", "nstore"].contains(&w).then_some(Instants::Every);
-            for instants in every.into_iter().chain([Instants::Random { n: 200, seed: 5 }]) {
+            // Every instant where the reference is affordable; seeded random ones for all.
+            let every = ["dash-eh", "nstore"].contains(&w).then_some(Instants::Every);
+            for instants in every.into_iter().chain([Instants::Random { n: 150, seed: 5 }]) {
                 let fast = crash(w, design, instants.clone(), false);
                 let every = crash(w, design, instants, true);
                 assert_eq!(json(&fast), json(&every), "{w} under {design}");

@@ -34,6 +34,16 @@ pub struct MemImage {
     cow: RefCell<FxHashMap<u64, WordVal>>,
     /// `cow` is not empty (checked on every read, so kept outside the `RefCell`).
     cow_on: std::cell::Cell<bool>,
+    /// A 1024-bit Bloom filter of `cow`'s words: a read of a word the layer does not hold (all
+    /// but a few) skips the map.
+    cow_bloom: [std::cell::Cell<u64>; 16],
+}
+
+/// The Bloom filter word and bit of `word_addr` in [`MemImage`]'s copy-on-write filter.
+#[inline]
+fn cow_bit(word_addr: u64) -> (usize, u64) {
+    let h = (word_addr >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54;
+    ((h >> 6) as usize, 1 << (h & 63))
 }
 
 /// A position in the read log ([`MemImage::read_mark`]).
@@ -158,6 +168,8 @@ impl MemImage {
     pub fn cow_write(&self, word_addr: u64, v: WordVal) {
         self.cow.borrow_mut().insert(word_addr, v);
         self.cow_on.set(true);
+        let (i, bit) = cow_bit(word_addr);
+        self.cow_bloom[i].set(self.cow_bloom[i].get() | bit);
     }
 
     /// Whether a copy-on-write layer is active.
@@ -169,12 +181,16 @@ impl MemImage {
     pub fn cow_clear(&self) {
         self.cow.borrow_mut().clear();
         self.cow_on.set(false);
+        self.cow_bloom.iter().for_each(|b| b.set(0));
     }
 
     #[inline]
     fn cow_get(&self, word_addr: u64) -> Option<WordVal> {
         if self.cow_on.get() {
-            return self.cow.borrow().get(&word_addr).copied();
+            let (i, bit) = cow_bit(word_addr);
+            if self.cow_bloom[i].get() & bit != 0 {
+                return self.cow.borrow().get(&word_addr).copied();
+            }
         }
         None
     }

@@ -103,12 +103,16 @@ pub fn image_write(img: &MemImage, addr: u64, bytes: &[u8]) {
 #[derive(Default)]
 pub struct History {
     words: FxHashMap<u64, Vec<(u32, u64)>>,
+    /// The recorded words in address order (sorted once, on the first check; a crash checker
+    /// checks thousands of images).
+    sorted: std::sync::OnceLock<Vec<u64>>,
 }
 
 impl History {
     /// Records the current heap value of each word in `words` as written by operation `op`
     /// (an index into the op log, or [`SETUP`]). Call at commit, in commit order.
     pub fn record(&mut self, op: u32, words: impl IntoIterator<Item = u64>, heap: &Heap) {
+        self.sorted = Default::default();
         for w in words {
             let v = heap.read_u64(w, 8);
             let h = self.words.entry(w).or_default();
@@ -136,9 +140,13 @@ impl History {
             }
         };
         let mut verified: rustc_hash::FxHashSet<u32> = Default::default();
-        let mut words: Vec<_> = self.words.iter().collect();
-        words.sort_unstable_by_key(|e| *e.0);
-        for (&w, hist) in words {
+        let sorted = self.sorted.get_or_init(|| {
+            let mut v: Vec<u64> = self.words.keys().copied().collect();
+            v.sort_unstable();
+            v
+        });
+        for (w, hist) in sorted.iter().filter_map(|w| self.words.get_key_value(w)) {
+            let w = *w;
             let v = img.read_u64(w);
             // Repeated values are ambiguous: the newest occurrence is the generous reading.
             let pos = hist.iter().rposition(|&(_, x)| x == v);
