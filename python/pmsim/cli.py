@@ -302,6 +302,7 @@ def _bench_crash(a: argparse.Namespace) -> int:
         "recovery": not a.no_recovery,
         "instants": best["images"],
         "recovery_runs": best["recovery_runs"],
+        "piece_runs": best["piece_runs"],
         "setup_s": best["setup_seconds"],
         "check_s": check_s,
         "instants_per_s": best["images"] / max(best["host_seconds"], 1e-9),
@@ -315,6 +316,7 @@ def _bench_crash(a: argparse.Namespace) -> int:
     print(f"  best of             {a.repeat}")
     print(f"  crash instants      {out['instants']} ({a.crash}), {len(best['failures'])} failing")
     print(f"  recovery runs       {out['recovery_runs']}" + (" (recovery off)" if a.no_recovery else ""))
+    print(f"  piece runs          {out['piece_runs']} (the recovery's memoised pieces, whole runs included)")
     print(f"  reference run       {out['setup_s']:.3f} s (full run, checker graph)")
     print(f"  checking            {check_s:.3f} s, {out['check_instants_per_s']:,.0f} instants/s")
     print(f"  instants / s        {out['instants_per_s']:,.0f}")

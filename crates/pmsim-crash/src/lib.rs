@@ -78,6 +78,9 @@ pub struct Report {
     /// Runs of the application's recovery; the other images reused a verdict (`memo`).
     #[serde(skip)]
     pub recovery_runs: u64,
+    /// Runs of the recovery's pieces (`pmsim_workloads::piece`), the whole recovery's included.
+    #[serde(skip)]
+    pub piece_runs: u64,
 }
 
 impl Report {
@@ -147,6 +150,7 @@ pub fn run(req: &Request) -> Result<Report, String> {
         host_seconds: 0.0,
         setup_seconds: 0.0,
         recovery_runs: 0,
+        piece_runs: 0,
     };
     let mut sim = simulator(req, true)?;
     rep.setup_seconds = start.elapsed().as_secs_f64();
@@ -248,6 +252,7 @@ pub fn run(req: &Request) -> Result<Report, String> {
         }
     }
     rep.recovery_runs = memo.runs;
+    rep.piece_runs = memo.piece_runs();
     rep.host_seconds = start.elapsed().as_secs_f64();
     Ok(rep)
 }

@@ -195,6 +195,7 @@ fn crash_bench(
     let mut v = serde_json::to_value(&rep).map_err(|e| err(e.to_string()))?;
     v["setup_seconds"] = rep.setup_seconds.into();
     v["recovery_runs"] = rep.recovery_runs.into();
+    v["piece_runs"] = rep.piece_runs.into();
     Ok(v.to_string())
 }
 

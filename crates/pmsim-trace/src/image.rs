@@ -29,6 +29,28 @@ pub struct MemImage {
     reads: Option<RefCell<ReadLog>>,
     /// A dense copy of the words' data, when on ([`MemImage::keep_dense`]).
     dense: Option<Box<DenseData>>,
+    /// Copy-on-write words shadowing `words` ([`MemImage::cow_write`]), written through `&self`
+    /// so a reader can patch its view (an undo-log rollback) without copying the image.
+    cow: RefCell<FxHashMap<u64, WordVal>>,
+    /// `cow` is not empty (checked on every read, so kept outside the `RefCell`).
+    cow_on: std::cell::Cell<bool>,
+    /// A 1024-bit Bloom filter of `cow`'s words: a read of a word the layer does not hold (all
+    /// but a few) skips the map.
+    cow_bloom: [std::cell::Cell<u64>; 16],
+}
+
+/// The Bloom filter word and bit of `word_addr` in [`MemImage`]'s copy-on-write filter.
+#[inline]
+fn cow_bit(word_addr: u64) -> (usize, u64) {
+    let h = (word_addr >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54;
+    ((h >> 6) as usize, 1 << (h & 63))
+}
+
+/// A position in the read log ([`MemImage::read_mark`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ReadMark {
+    len: usize,
+    all: bool,
 }
 
 /// Word data in blocks of 64 neighbouring words: a reader walking a structure finds neighbouring
@@ -72,12 +94,19 @@ impl Clone for MemImage {
     /// itself is not tracked.
     fn clone(&self) -> MemImage {
         self.note_all();
-        MemImage { words: self.words.clone(), reads: None, dense: self.dense.clone() }
+        let mut copy = MemImage { words: self.words.clone(), dense: self.dense.clone(), ..MemImage::default() };
+        for (&w, &v) in self.cow.borrow().iter() {
+            copy.set(w, v);
+        }
+        copy
     }
 }
 
 impl PartialEq for MemImage {
     fn eq(&self, other: &MemImage) -> bool {
+        if self.cow_on.get() || other.cow_on.get() {
+            return self.sorted() == other.sorted();
+        }
         self.words == other.words
     }
 }
@@ -113,6 +142,59 @@ impl MemImage {
         self.reads.take().map(RefCell::into_inner)
     }
 
+    /// The current end of the read log (`None`: not tracking).
+    pub fn read_mark(&self) -> Option<ReadMark> {
+        self.reads.as_ref().map(|r| {
+            let r = r.borrow();
+            ReadMark { len: r.words.len(), all: r.all }
+        })
+    }
+
+    /// Moves the words read since `mark` out of the log into `into`, leaving the log as it was at
+    /// `mark`; returns whether the image was read as a whole since. A nested reader (a piece of a
+    /// recovery) so takes its own reads, and the log keeps its caller's.
+    pub fn split_reads(&self, mark: ReadMark, into: &mut Vec<u64>) -> bool {
+        let Some(r) = &self.reads else { return true };
+        let mut r = r.borrow_mut();
+        let from = mark.len.min(r.words.len());
+        into.extend(r.words.drain(from..));
+        let all = r.all;
+        r.all = mark.all;
+        all
+    }
+
+    /// Writes `v` at `word_addr` in a copy-on-write layer over the image: reads through the
+    /// accessors see it until [`MemImage::cow_clear`]; the image's own words are untouched.
+    pub fn cow_write(&self, word_addr: u64, v: WordVal) {
+        self.cow.borrow_mut().insert(word_addr, v);
+        self.cow_on.set(true);
+        let (i, bit) = cow_bit(word_addr);
+        self.cow_bloom[i].set(self.cow_bloom[i].get() | bit);
+    }
+
+    /// Whether a copy-on-write layer is active.
+    pub fn cow_active(&self) -> bool {
+        self.cow_on.get()
+    }
+
+    /// Drops the copy-on-write layer.
+    pub fn cow_clear(&self) {
+        self.cow.borrow_mut().clear();
+        self.cow_on.set(false);
+        self.cow_bloom.iter().for_each(|b| b.set(0));
+    }
+
+    #[inline]
+    fn cow_get(&self, word_addr: u64) -> Option<WordVal> {
+        if self.cow_on.get() {
+            let (i, bit) = cow_bit(word_addr);
+            if self.cow_bloom[i].get() & bit != 0 {
+                return self.cow.borrow().get(&word_addr).copied();
+            }
+        }
+        None
+    }
+
     #[inline]
     fn note(&self, word_addr: u64) {
         if let Some(r) = &self.reads {
@@ -131,13 +213,13 @@ impl MemImage {
 
     pub fn get(&self, word_addr: u64) -> Option<WordVal> {
         self.note(word_addr);
-        self.words.get(&word_addr).copied()
+        self.cow_get(word_addr).or_else(|| self.words.get(&word_addr).copied())
     }
 
     /// The identity of the store visible at `word_addr`, or `INITIAL`.
     pub fn id_at(&self, word_addr: u64) -> u64 {
         self.note(word_addr);
-        self.words.get(&word_addr).map(|w| w.id).unwrap_or(INITIAL)
+        self.cow_get(word_addr).or_else(|| self.words.get(&word_addr).copied()).map(|w| w.id).unwrap_or(INITIAL)
     }
 
     pub fn set(&mut self, word_addr: u64, v: WordVal) {
@@ -157,6 +239,9 @@ impl MemImage {
 
     fn data_at(&self, word_addr: u64) -> u64 {
         self.note(word_addr);
+        if let Some(v) = self.cow_get(word_addr) {
+            return v.data;
+        }
         if let Some(d) = &self.dense {
             return d.get(word_addr);
         }
@@ -190,18 +275,23 @@ impl MemImage {
 
     pub fn len(&self) -> usize {
         self.note_all();
+        if self.cow_on.get() {
+            let cow = self.cow.borrow();
+            return self.words.len() + cow.keys().filter(|w| !self.words.contains_key(w)).count();
+        }
         self.words.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.note_all();
-        self.words.is_empty()
+        self.len() == 0
     }
 
     /// Words sorted by address (deterministic output).
     pub fn sorted(&self) -> Vec<(u64, WordVal)> {
         self.note_all();
-        let mut v: Vec<_> = self.words.iter().map(|(a, w)| (*a, *w)).collect();
+        let cow = self.cow.borrow();
+        let mut v: Vec<_> = self.words.iter().filter(|(a, _)| !cow.contains_key(a)).map(|(a, w)| (*a, *w)).collect();
+        v.extend(cow.iter().map(|(a, w)| (*a, *w)));
         v.sort_unstable_by_key(|p| p.0);
         v
     }
@@ -283,5 +373,42 @@ mod tests {
         // Off again: nothing is recorded.
         img.read_u64(0x10);
         assert!(img.take_reads().is_none());
+    }
+
+    #[test]
+    fn a_nested_reader_takes_its_own_reads_and_leaves_its_callers() {
+        let mut img = MemImage::new();
+        img.track_reads(ReadLog::default());
+        img.read_u64(0x10);
+        let m = img.read_mark().unwrap();
+        img.read_u64(0x20);
+        img.read_u64(0x28);
+        let mut inner = Vec::new();
+        assert!(!img.split_reads(m, &mut inner));
+        assert_eq!(inner, vec![0x20, 0x28]);
+        let m = img.read_mark().unwrap();
+        let _ = img.len();
+        assert!(img.split_reads(m, &mut inner), "the nested reader looked at everything");
+        img.read_u64(0x30);
+        let log = img.take_reads().unwrap();
+        assert_eq!(log.words, vec![0x10, 0x30]);
+        assert!(!log.all, "the caller itself did not");
+    }
+
+    #[test]
+    fn a_copy_on_write_layer_shadows_the_image_until_cleared() {
+        let mut img = MemImage::new();
+        img.set(0x10, WordVal { id: 1, data: 5 });
+        img.keep_dense();
+        img.cow_write(0x10, WordVal { id: 1, data: 6 });
+        img.cow_write(0x18, WordVal { id: 0, data: 7 });
+        let mut want = MemImage::new();
+        want.set(0x10, WordVal { id: 1, data: 6 });
+        want.set(0x18, WordVal { id: 0, data: 7 });
+        assert_eq!((img.read_u64(0x10), img.read_u64(0x14), img.id_at(0x18)), (6, 7 << 32, 0));
+        assert_eq!((img.len(), img.sorted()), (2, want.sorted()));
+        assert_eq!(img.clone(), want);
+        img.cow_clear();
+        assert_eq!((img.read_u64(0x10), img.read_u64(0x18), img.id_at(0x18), img.len()), (5, 0, INITIAL, 1));
     }
 }

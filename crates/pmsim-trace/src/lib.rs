@@ -26,7 +26,7 @@ pub mod validate;
 
 pub use error::TraceError;
 pub use event::{Event, Kind, LINE_BYTES, MAX_REGION_BYTES, SERVER_NODE, WORD_BYTES};
-pub use image::{MemImage, ReadLog, WordVal, INITIAL as INITIAL_ID};
+pub use image::{MemImage, ReadLog, ReadMark, WordVal, INITIAL as INITIAL_ID};
 pub use ordered::{for_each_in_global_order, GlobalOrderReader};
 pub use record::{Access, RunRecord, SyncPerform, WordAccess};
 pub use source::{validate_binary, BinarySource, Chunk, EventSource, VecSource};

@@ -28,7 +28,10 @@ pub mod whisper;
 
 pub use ctx::{line_pieces, Ctx, Gen, Heap, Interleaver, Rng, DRAM_BASE};
 pub use params::{ParamSpec, Params, ParamsError};
-pub use recovery::{apply_store, global_order_image, OpLog, OpRecord, Recovery, RecoveryError, RecoveryReport};
+pub use recovery::{
+    apply_store, global_order_image, piece, OpLog, OpRecord, PieceCache, PieceOut, PieceRun, Recovery, RecoveryError,
+    RecoveryReport, Uncached,
+};
 pub use registry::{find, generate, list, names, Generated, Workload, WORKLOADS};
 
 #[cfg(test)]

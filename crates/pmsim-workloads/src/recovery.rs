@@ -6,6 +6,8 @@
 //! that completed before the crash is present; nothing appears that was never written.
 
 use pmsim_trace::{MemImage, WordVal};
+use std::any::{Any, TypeId};
+use std::rc::Rc;
 
 /// One logical operation as the generator performed it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -61,6 +63,71 @@ pub trait Recovery: Send + Sync {
     /// Runs the structure's recovery on `image`; `dfence_done(gid)` tells whether the `dfence`
     /// with that gid had completed before the crash.
     fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError>;
+
+    /// [`Recovery::check`] with its work split into [`piece`]s that `pieces` may reuse from an
+    /// earlier image (the crash driver's memo). Must return exactly what `check` returns; a
+    /// recovery made of pieces implements `check` as this with [`Uncached`].
+    fn check_with(
+        &self,
+        image: &MemImage,
+        dfence_done: &dyn Fn(u64) -> bool,
+        pieces: &mut dyn PieceCache,
+    ) -> Result<RecoveryReport, RecoveryError> {
+        let _ = pieces;
+        self.check(image, dfence_done)
+    }
+}
+
+/// A piece's output as the cache holds it.
+pub type PieceOut = Rc<dyn Any>;
+
+/// A piece's work as the cache runs it: given the cache (for nested pieces) and the
+/// `dfence_done` to use.
+pub type PieceRun<'a> = dyn FnMut(&mut dyn PieceCache, &dyn Fn(u64) -> bool) -> PieceOut + 'a;
+
+/// Runs the named pieces of a recovery, or hands back an earlier run's output.
+///
+/// A piece is a part of a recovery (the walk of one segment, one node, one log) whose output is
+/// a deterministic function of its key, of the image words it reads through the image's
+/// accessors, of the answers of the `dfence_done` it is given, and of the recovery's own
+/// immutable state. A memoising cache (`pmsim-crash`'s) records each piece's reads and the
+/// dfences it saw pending, and returns the cached output while none of those changed; pieces
+/// may call pieces (the caller then depends on them too).
+pub trait PieceCache {
+    /// The output of the piece (`ty`, `key`): `run`'s, or a cached one equal to what `run` would
+    /// return now. `run` gets the cache (for nested pieces) and the `dfence_done` to use.
+    fn run_piece(&mut self, ty: TypeId, key: &[u64], run: &mut PieceRun<'_>) -> PieceOut;
+}
+
+/// Runs every piece (no reuse): what [`Recovery::check`] of a piecewise recovery uses.
+pub struct Uncached<'a> {
+    pub dfence_done: &'a dyn Fn(u64) -> bool,
+}
+
+impl PieceCache for Uncached<'_> {
+    fn run_piece(&mut self, _ty: TypeId, _key: &[u64], run: &mut PieceRun<'_>) -> PieceOut {
+        let d = self.dfence_done;
+        run(self, d)
+    }
+}
+
+/// Runs `f` as the piece named `key` of output type `T` under `cache` (see [`PieceCache`] for
+/// what `f` may depend on). Keys are per output type; a recovery names its pieces so that two
+/// different computations never share a key (e.g. a tag, then the segment and its depth).
+pub fn piece<T: 'static>(
+    cache: &mut dyn PieceCache,
+    key: &[u64],
+    f: impl FnOnce(&mut dyn PieceCache, &dyn Fn(u64) -> bool) -> T,
+) -> Rc<T> {
+    let mut f = Some(f);
+    let out = cache.run_piece(TypeId::of::<T>(), key, &mut |c, d| match f.take() {
+        Some(f) => Rc::new(f(c, d)) as PieceOut,
+        None => unreachable!("a piece runs at most once per call"),
+    });
+    match out.downcast::<T>() {
+        Ok(t) => t,
+        Err(_) => unreachable!("pieces are cached by output type"),
+    }
 }
 
 /// The NVM image holding every PM store with a global id below `cut`, applied in global order

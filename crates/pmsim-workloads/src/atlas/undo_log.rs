@@ -170,8 +170,9 @@ impl Tx {
 }
 
 /// Recovery: rolls back the active transaction of every log in `bases`, newest entry first, and
-/// truncates the logs. Returns the number of undo records applied.
-pub fn rollback(img: &mut MemImage, bases: &[u64]) -> Result<u64, RecoveryError> {
+/// truncates the logs, in `img`'s copy-on-write layer (the caller clears it). Returns the number
+/// of undo records applied.
+pub fn rollback(img: &MemImage, bases: &[u64]) -> Result<u64, RecoveryError> {
     let mut applied = 0;
     for &base in bases {
         let active = img.read_u64(base);

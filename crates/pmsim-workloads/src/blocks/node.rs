@@ -7,10 +7,14 @@
 //! lines, `ofence`), then [`link`] (the pointer store, `ofence`) for a split sibling or a swapped
 //! child, or [`publish_root`] (a release of the root pointer, `ofence`) when the tree grows. A
 //! crash therefore leaves the old tree, or the old tree plus an unreachable node, or the new one.
-//! Internal nodes of the B+trees route a key by [`route`].
+//! Internal nodes of the B+trees route a key by [`route`]. Recovery walks a B-link tree's leaf
+//! chain ([`Blink::leaves`]), or the same walk as memoised pieces, one per leaf
+//! ([`Blink::leaves_pieces`]).
 
 use crate::ctx::Ctx;
 use crate::index::common::{put_u64, store_nonzero_lines, u64_at};
+use crate::recovery::{piece, PieceCache};
+use std::rc::Rc;
 
 /// A node's bytes, as read from PM or built for it.
 pub struct NodeImage(pub Vec<u8>);
@@ -158,6 +162,101 @@ impl<N: BlinkNode, Rd: Fn(u64) -> crate::index::common::R<N>, B: Fn(&N) -> Optio
             }
         }
         Ok(found)
+    }
+}
+
+/// A leaf as a piece of the recovery walk gives it (see [`Blink::leaf_piece`]).
+pub type LeafPiece = Rc<crate::index::common::R<LeafRead>>;
+
+/// A leaf as the recovery walk reads it ([`Blink::leaves_pieces`]).
+#[derive(Clone, Debug, Default)]
+pub struct LeafRead {
+    /// Entries below the sibling's lowest key, in the leaf's order.
+    pub entries: Vec<(u64, u64)>,
+    pub sibling: u64,
+}
+
+impl<N: BlinkNode, Rd: Fn(u64) -> crate::index::common::R<N>, B: Fn(&N) -> Option<u64>> Blink<Rd, B> {
+    /// Leaf `n` as the piece (`tag`, `n`) of `cache`: must be a leaf; its entries below the bound.
+    pub fn leaf_piece(&self, cache: &mut dyn PieceCache, tag: u64, n: u64) -> Rc<crate::index::common::R<LeafRead>> {
+        piece(cache, &[tag, n], |_, _| {
+            let node = (self.read)(n)?;
+            if node.level() != 0 {
+                return crate::index::common::err(format!("leaf chain reaches internal node {n:#x}"));
+            }
+            let bound = (self.bound)(&node);
+            // Entries at or above the bound were copied to the sibling by a split caught before
+            // the shrink.
+            let entries = node.entries().into_iter().filter(|&(k, _)| bound.is_none_or(|b| k < b)).collect();
+            Ok(LeafRead { entries, sibling: node.sibling() })
+        })
+    }
+
+    /// [`Blink::leaves`] piece by piece: each leaf is a piece (`tag`, leaf), and the check that
+    /// its keys are reachable from the root another (`tag + 1`, leaf, root), which reads the
+    /// internal nodes on their paths. Same verdict and message as `leaves`; returns the leaves
+    /// of the chain, in order, with what they hold.
+    pub fn leaves_pieces(
+        &self,
+        root: u64,
+        cache: &mut dyn PieceCache,
+        tag: u64,
+    ) -> crate::index::common::R<Vec<(u64, Rc<crate::index::common::R<LeafRead>>)>> {
+        use crate::index::common::{err, guard};
+        let mut out = Vec::new();
+        if root == 0 {
+            return Ok(out);
+        }
+        let mut n = root;
+        let mut level = (self.read)(n)?.level();
+        if level > 64 {
+            return err(format!("root level {level}"));
+        }
+        while level > 0 {
+            let lm = (self.read)(n)?.leftmost();
+            if lm == 0 || (self.read)(lm)?.level() != level - 1 {
+                return err(format!("node {n:#x} at level {level} has a bad leftmost child {lm:#x}"));
+            }
+            n = lm;
+            level -= 1;
+        }
+        let mut seen = rustc_hash::FxHashSet::default();
+        let mut last: Option<u64> = None;
+        while n != 0 {
+            guard(&mut seen, n, "leaf")?;
+            let leaf = self.leaf_piece(cache, tag, n);
+            let l = match &*leaf {
+                Ok(l) => l,
+                Err(e) => return Err(e.clone()),
+            };
+            for &(k, _) in &l.entries {
+                if last.is_some_and(|l| k <= l) {
+                    return err(format!("leaf {n:#x}: key {k:#x} out of order"));
+                }
+                last = Some(k);
+            }
+            let next = l.sibling;
+            out.push((n, leaf));
+            n = next;
+        }
+        for &(leaf, _) in &out {
+            let lost = piece(cache, &[tag + 1, leaf, root], |c, _| -> crate::index::common::R<Option<u64>> {
+                if let Ok(l) = &*self.leaf_piece(c, tag, leaf) {
+                    for &(k, p) in &l.entries {
+                        if self.search(root, k)? != Some(p) {
+                            return Ok(Some(k));
+                        }
+                    }
+                }
+                Ok(None)
+            });
+            match &*lost {
+                Err(e) => return Err(e.clone()),
+                Ok(Some(k)) => return err(format!("key {k:#x} is on the leaf level but not reachable from the root")),
+                Ok(None) => {}
+            }
+        }
+        Ok(out)
     }
 }
 

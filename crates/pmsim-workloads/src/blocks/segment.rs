@@ -11,13 +11,17 @@
 //!
 //! Recovery ([`walk`]) checks the directory's shape and hands each segment the local depth and
 //! hash pattern the directory implies, from which the structure reads its live items.
+//! [`walk_pieces`] makes each segment's part of the recovery a memoised piece
+//! ([`crate::recovery::piece`]): a crash checker reruns only the segments whose words changed.
 
 use crate::ctx::Ctx;
 #[cfg(test)]
 use crate::ctx::Gen;
 use crate::index::common::{err, guard, u64_at, R};
+use crate::recovery::{piece, PieceCache};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
+use std::rc::Rc;
 
 /// Writes the doubled copy of the directory whose `n` entries start at `entries` into a fresh
 /// directory (`entries_off` bytes of header, then 2n entries): each old entry twice, the second
@@ -52,6 +56,41 @@ pub struct Owned {
     pub ld: u64,
     /// The hash pattern (top `ld` bits) of the keys the segment holds.
     pub pattern: u64,
+}
+
+impl Owned {
+    /// The keys the segment owns (top `ld` bits equal to `pattern`), a range in key order.
+    pub fn keys(&self) -> std::ops::RangeInclusive<u64> {
+        if self.ld == 0 {
+            return 0..=u64::MAX;
+        }
+        let lo = self.pattern << (64 - self.ld);
+        lo..=lo | (u64::MAX >> self.ld)
+    }
+}
+
+/// [`walk`], with each segment's work (`visit`) run as the piece (`tag`, segment, implied local
+/// depth, pattern) of `cache` (`visit` gets the cache for pieces of its own): reused while
+/// nothing it read changed. A segment's error stops
+/// the walk, as in [`walk`]. Returns the segments' outputs in directory (= key) order.
+pub fn walk_pieces<T: 'static>(
+    img: &MemImage,
+    entries: u64,
+    depth: u64,
+    cache: &mut dyn PieceCache,
+    tag: u64,
+    mut visit: impl FnMut(&Owned, &mut dyn PieceCache, &dyn Fn(u64) -> bool) -> R<T>,
+) -> R<Vec<Rc<R<T>>>> {
+    let mut out = Vec::new();
+    walk(img, entries, depth, |o| {
+        let p = piece(cache, &[tag, o.seg, o.ld, o.pattern], |c, d| visit(&o, c, d));
+        if let Err(e) = &*p {
+            return Err(e.clone());
+        }
+        out.push(p);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// Walks a directory image of 2^`depth` entries at `entries`: every entry names a segment, and

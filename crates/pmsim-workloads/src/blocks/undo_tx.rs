@@ -84,11 +84,14 @@ impl UndoTxs {
         trace
     }
 
-    /// Recovery's first step: `image` with every thread's active transaction rolled back.
-    pub fn rolled_back(&self, image: &MemImage) -> Result<MemImage, RecoveryError> {
-        let mut img = image.clone();
-        rollback(&mut img, &self.logs)?;
-        Ok(img)
+    /// Recovery's first step: `image` with every thread's active transaction rolled back, as a
+    /// copy-on-write view (the rollback's writes shadow the image's words until the view is
+    /// dropped): no copy of the image, and a reader that memoises by reads sees only the words
+    /// actually read (a copy would count as reading every word).
+    pub fn rolled_back<'a>(&self, image: &'a MemImage) -> Result<RolledBack<'a>, RecoveryError> {
+        let view = RolledBack(image);
+        rollback(image, &self.logs)?;
+        Ok(view)
     }
 
     /// Whether the initial population's dfence had completed (true when there was none).
@@ -108,6 +111,23 @@ impl UndoTxs {
         dfence_done: &dyn Fn(u64) -> bool,
     ) -> Result<RecoveryReport, RecoveryError> {
         Ok(RecoveryReport { items: 0, durable_ops_checked: self.check_history(img, dfence_done)? })
+    }
+}
+
+/// An image seen with its transactions rolled back ([`UndoTxs::rolled_back`]); dropping it
+/// drops the rollback's copy-on-write layer.
+pub struct RolledBack<'a>(&'a MemImage);
+
+impl std::ops::Deref for RolledBack<'_> {
+    type Target = MemImage;
+    fn deref(&self) -> &MemImage {
+        self.0
+    }
+}
+
+impl Drop for RolledBack<'_> {
+    fn drop(&mut self) {
+        self.0.cow_clear();
     }
 }
 
@@ -174,9 +194,14 @@ mod tests {
         let stores: Vec<u64> = trace.threads[0].events.iter().filter(|e| e.kind.writes()).map(|e| e.gid).collect();
         // Stores: setup word, log header + entry (one or more), data, log clear. Cut after the data.
         let data = stores[stores.len() - 2];
-        let mid = undo.rolled_back(&global_order_image(&trace, data + 1)).unwrap();
+        let cut = global_order_image(&trace, data + 1);
+        let mid = undo.rolled_back(&cut).unwrap();
         assert_eq!(mid.read_u64(word), 1, "the uncommitted write is undone");
-        let end = undo.rolled_back(&global_order_image(&trace, u64::MAX)).unwrap();
+        drop(mid);
+        // The view was copy-on-write: the image itself still holds the uncommitted write.
+        assert_eq!(cut.read_u64(word), 2);
+        let whole = global_order_image(&trace, u64::MAX);
+        let end = undo.rolled_back(&whole).unwrap();
         assert_eq!(end.read_u64(word), 2, "the committed write stays");
         let rec = UndoRecovery { undo, structure: NoStructure };
         assert!(rec.check(&global_order_image(&trace, u64::MAX), &|_| true).is_ok());

@@ -33,10 +33,10 @@
 //! probed-line segment is CCEH's own.
 
 use super::common::*;
-use crate::blocks::segment::{point_upper_half, walk, write_doubled};
+use crate::blocks::segment::{point_upper_half, walk_pieces, write_doubled};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{int, percent, ParamSpec, Params};
-use crate::recovery::{Recovery, RecoveryReport};
+use crate::recovery::{piece, PieceCache, Recovery, RecoveryReport, Uncached};
 use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 
@@ -250,40 +250,65 @@ struct CcehRecovery {
     truth: Truth,
 }
 
+/// Piece tags (see [`crate::recovery::piece`]) and the slots of one nested piece.
+const SEGMENT: u64 = 0;
+const SLOTS: u64 = 1;
+const CHUNK: u64 = 64;
+
 impl Recovery for CcehRecovery {
     fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
+        self.check_with(img, dfence_done, &mut Uncached { dfence_done })
+    }
+
+    /// One piece per segment (its items, verified against the truth for the keys it owns).
+    fn check_with(
+        &self,
+        img: &MemImage,
+        dfence_done: &dyn Fn(u64) -> bool,
+        pieces: &mut dyn PieceCache,
+    ) -> R<RecoveryReport> {
         let l = self.l;
-        let mut found = Vec::new();
         let dir = img.read_u64(l.root);
-        if dir != 0 {
-            let depth = img.read_u64(dir + 8);
-            let cap = img.read_u64(dir + 16);
-            if depth > 32 || cap != 1 << depth {
-                return err(format!("directory {dir:#x}: depth {depth}, capacity {cap}"));
-            }
-            walk(img, dir + DIR_ENTRIES, depth, |o| {
-                let ld = img.read_u64(l.hdr(o.seg) + 8);
-                if ld > o.ld {
-                    return err(format!(
-                        "segment {:#x} has local depth {ld} > {} implied by the directory",
-                        o.seg, o.ld
-                    ));
-                }
-                // ld < o.ld: crashed between the directory update and the depth bump; CCEH's
-                // recovery sets the depth the directory implies.
-                for s in 0..l.slots() {
-                    let k = img.read_u64(o.seg + s * 16);
-                    if !live(k, o.ld, o.pattern) {
-                        continue;
-                    }
-                    if !l.probe_slots(k).any(|t| t == s) {
-                        return err(format!("key {k:#x} in slot {s} of {:#x}, outside its probe ranges", o.seg));
-                    }
-                    found.push((k, img.read_u64(o.seg + s * 16 + 8)));
-                }
-                Ok(())
-            })?;
+        if dir == 0 {
+            return self.truth.verify(img, &[], dfence_done);
         }
-        self.truth.verify(img, &found, dfence_done)
+        let depth = img.read_u64(dir + 8);
+        let cap = img.read_u64(dir + 16);
+        if depth > 32 || cap != 1 << depth {
+            return err(format!("directory {dir:#x}: depth {depth}, capacity {cap}"));
+        }
+        let parts = walk_pieces(img, dir + DIR_ENTRIES, depth, pieces, SEGMENT, |o, c, d| {
+            let ld = img.read_u64(l.hdr(o.seg) + 8);
+            if ld > o.ld {
+                return err(format!("segment {:#x} has local depth {ld} > {} implied by the directory", o.seg, o.ld));
+            }
+            // ld < o.ld: crashed between the directory update and the depth bump; CCEH's
+            // recovery sets the depth the directory implies.
+            let mut found = Vec::new();
+            // Runs of CHUNK slots, each a nested piece whose items are checked inside it.
+            for first in (0..l.slots()).step_by(CHUNK as usize) {
+                let got = piece(c, &[SLOTS, o.seg, first, o.ld, o.pattern], |_, _| -> R<Vec<Checked>> {
+                    let mut v = Vec::new();
+                    for s in first..(first + CHUNK).min(l.slots()) {
+                        let k = img.read_u64(o.seg + s * 16);
+                        if !live(k, o.ld, o.pattern) {
+                            continue;
+                        }
+                        if !l.probe_slots(k).any(|t| t == s) {
+                            return err(format!("key {k:#x} in slot {s} of {:#x}, outside its probe ranges", o.seg));
+                        }
+                        v.push(self.truth.check_item(img, k, img.read_u64(o.seg + s * 16 + 8)));
+                    }
+                    Ok(v)
+                });
+                match &*got {
+                    Ok(v) => found.extend_from_slice(v),
+                    Err(e) => return Err(e.clone()),
+                }
+            }
+            // Segments own disjoint key ranges in directory order (verified in slot order).
+            Ok(self.truth.verify_checked(&found, o.keys(), d))
+        })?;
+        self.truth.combine(parts.iter().filter_map(|p| p.as_ref().as_ref().ok()), dfence_done)
     }
 }

@@ -23,6 +23,7 @@
 
 use super::common::*;
 use crate::ctx::Ctx;
+use crate::recovery::{piece, PieceCache};
 use pmsim_trace::MemImage;
 
 pub const BUCKET: u64 = 256;
@@ -249,28 +250,63 @@ impl Geo {
     }
 
     /// Recovery: the items of segment `seg` that `keep` accepts, checking that each sits where
-    /// an insert could have put it and that its fingerprint matches.
-    pub fn items(&self, img: &MemImage, seg: u64, keep: impl Fn(u64) -> bool, out: &mut Vec<(u64, u64)>) -> R<()> {
+    /// an insert could have put it and that its fingerprint matches; each bucket is a nested
+    /// piece of `cache` (key: `tag`, the segment, the bucket, and `filter`, the words that
+    /// determine `keep`), and `item` maps each item inside the piece (its result is cached with
+    /// it). Appends the items in bucket order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn items_pieces<T: Clone + 'static>(
+        &self,
+        img: &MemImage,
+        seg: u64,
+        filter: [u64; 2],
+        keep: impl Fn(u64) -> bool,
+        cache: &mut dyn PieceCache,
+        tag: u64,
+        item: impl Fn(u64, u64) -> T,
+        out: &mut Vec<T>,
+    ) -> R<()> {
         for b in 0..self.nb + STASH {
-            let a = self.bkt(seg, b);
-            let bm = img.read_u64(a + BITMAP) & 0xffff_ffff;
-            for s in 0..SLOTS {
-                if bm & (1 << s) == 0 {
-                    continue;
-                }
-                let k = img.read_u64(a + PAIRS + 16 * s);
-                if !keep(k) {
-                    continue;
-                }
-                let y = self.home(k);
-                if b < self.nb && b != y && b != (y + 1) % self.nb {
-                    return err(format!("key {k:#x} in bucket {b} of {seg:#x}; its buckets are {y} and {}", y + 1));
-                }
-                if img.read_bytes(a + FP + s, 1)[0] as u64 != fp(k) {
-                    return err(format!("key {k:#x} in {seg:#x}: fingerprint does not match"));
-                }
-                out.push((k, img.read_u64(a + PAIRS + 16 * s + 8)));
+            let got = piece(cache, &[tag, seg, b, filter[0], filter[1]], |_, _| -> R<Vec<T>> {
+                let mut v = Vec::new();
+                self.bucket_items(img, seg, b, &keep, &mut |k, p| v.push(item(k, p)))?;
+                Ok(v)
+            });
+            match &*got {
+                Ok(v) => out.extend_from_slice(v),
+                Err(e) => return Err(e.clone()),
             }
+        }
+        Ok(())
+    }
+
+    /// The items of bucket `b` of `seg` that `keep` accepts, checked, to `push`.
+    fn bucket_items(
+        &self,
+        img: &MemImage,
+        seg: u64,
+        b: u64,
+        keep: &dyn Fn(u64) -> bool,
+        push: &mut dyn FnMut(u64, u64),
+    ) -> R<()> {
+        let a = self.bkt(seg, b);
+        let bm = img.read_u64(a + BITMAP) & 0xffff_ffff;
+        for s in 0..SLOTS {
+            if bm & (1 << s) == 0 {
+                continue;
+            }
+            let k = img.read_u64(a + PAIRS + 16 * s);
+            if !keep(k) {
+                continue;
+            }
+            let y = self.home(k);
+            if b < self.nb && b != y && b != (y + 1) % self.nb {
+                return err(format!("key {k:#x} in bucket {b} of {seg:#x}; its buckets are {y} and {}", y + 1));
+            }
+            if img.read_bytes(a + FP + s, 1)[0] as u64 != fp(k) {
+                return err(format!("key {k:#x} in {seg:#x}: fingerprint does not match"));
+            }
+            push(k, img.read_u64(a + PAIRS + 16 * s + 8));
         }
         Ok(())
     }

@@ -29,10 +29,10 @@
 
 use super::common::*;
 use super::dash::{Geo, LD, NEXT, PATTERN, SPLITTING, STATE};
-use crate::blocks::segment::{point_upper_half, walk, write_doubled};
+use crate::blocks::segment::{point_upper_half, walk_pieces, write_doubled};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{int, ParamSpec, Params};
-use crate::recovery::{Recovery, RecoveryReport};
+use crate::recovery::{PieceCache, Recovery, RecoveryReport, Uncached};
 use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 
@@ -170,6 +170,10 @@ fn generate(p: &Params) -> Generated {
     Generated { trace, recovery: Box::new(EhRecovery { root, geo, truth }) }
 }
 
+/// Piece tags (see [`crate::recovery::piece`]).
+const SEGMENT: u64 = 0;
+const BUCKET: u64 = 1;
+
 struct EhRecovery {
     root: u64,
     geo: Geo,
@@ -178,33 +182,49 @@ struct EhRecovery {
 
 impl Recovery for EhRecovery {
     fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
-        let mut found = Vec::new();
+        self.check_with(img, dfence_done, &mut Uncached { dfence_done })
+    }
+
+    /// One piece per segment (its items, verified against the truth for the keys it owns).
+    fn check_with(
+        &self,
+        img: &MemImage,
+        dfence_done: &dyn Fn(u64) -> bool,
+        pieces: &mut dyn PieceCache,
+    ) -> R<RecoveryReport> {
         let dir = img.read_u64(self.root);
-        if dir != 0 {
-            let depth = img.read_u64(dir);
-            if depth > 32 {
-                return err(format!("directory depth {depth}"));
-            }
-            walk(img, dir + DIR_ENTRIES, depth, |o| {
-                let ld = img.read_u64(o.seg + LD);
-                if ld > o.ld {
-                    return err(format!("segment {:#x}: local depth {ld} > {}", o.seg, o.ld));
-                }
-                let keep = |k: u64| top(k, o.ld) == o.pattern;
-                self.geo.items(img, o.seg, keep, &mut found)?;
-                // Mid-split, the new segment (linked by NEXT) is authoritative only once the copy
-                // into it is persistent, which the old segment's new pattern (tagged with depth
-                // ld+1) shows; before that, every item is still in the old segment.
-                let next = img.read_u64(o.seg + NEXT);
-                let copied = img.read_u64(o.seg + PATTERN) >> 32 == ld + 1;
-                if img.read_u64(o.seg + STATE) == SPLITTING && next != 0 && copied {
-                    self.geo.items(img, next, keep, &mut found)?;
-                }
-                Ok(())
-            })?;
+        if dir == 0 {
+            return self.truth.verify(img, &[], dfence_done);
         }
-        found.sort_unstable();
-        found.dedup();
-        self.truth.verify(img, &found, dfence_done)
+        let depth = img.read_u64(dir);
+        if depth > 32 {
+            return err(format!("directory depth {depth}"));
+        }
+        let parts = walk_pieces(img, dir + DIR_ENTRIES, depth, pieces, SEGMENT, |o, c, d| {
+            let ld = img.read_u64(o.seg + LD);
+            if ld > o.ld {
+                return err(format!("segment {:#x}: local depth {ld} > {}", o.seg, o.ld));
+            }
+            let keep = |k: u64| top(k, o.ld) == o.pattern;
+            // Each bucket a piece of its own, its items checked against the truth inside it.
+            let item = |k, v| self.truth.check_item(img, k, v);
+            let mut found = Vec::new();
+            let filter = [o.ld, o.pattern];
+            self.geo.items_pieces(img, o.seg, filter, keep, c, BUCKET, item, &mut found)?;
+            // Mid-split, the new segment (linked by NEXT) is authoritative only once the copy
+            // into it is persistent, which the old segment's new pattern (tagged with depth
+            // ld+1) shows; before that, every item is still in the old segment.
+            let next = img.read_u64(o.seg + NEXT);
+            let copied = img.read_u64(o.seg + PATTERN) >> 32 == ld + 1;
+            if img.read_u64(o.seg + STATE) == SPLITTING && next != 0 && copied {
+                self.geo.items_pieces(img, next, filter, keep, c, BUCKET, item, &mut found)?;
+            }
+            // Segments own disjoint key ranges in directory order: sorting each segment's
+            // items sorts the whole table's.
+            found.sort_unstable_by_key(|i| (i.key, i.rec));
+            found.dedup_by_key(|i| (i.key, i.rec));
+            Ok(self.truth.verify_checked(&found, o.keys(), d))
+        })?;
+        self.truth.combine(parts.iter().filter_map(|p| p.as_ref().as_ref().ok()), dfence_done)
     }
 }

@@ -22,7 +22,7 @@ use super::common::*;
 use super::dash::Geo;
 use crate::ctx::{Ctx, Gen};
 use crate::params::{int, ParamSpec, Params};
-use crate::recovery::{Recovery, RecoveryReport};
+use crate::recovery::{piece, PieceCache, Recovery, RecoveryReport, Uncached};
 use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
@@ -74,7 +74,7 @@ impl Lh {
     /// Linear-hashing address of key word `k` (bits above those that pick the bucket).
     fn addr(&self, k: u64, meta: u64) -> u64 {
         let (level, next) = (meta >> 32, meta & 0xffff_ffff);
-        let g = k >> 24;
+        let g = k >> HASH_SHIFT;
         let i = g & ((self.n0 << level) - 1);
         if i < next {
             g & ((self.n0 << (level + 1)) - 1)
@@ -162,28 +162,62 @@ struct LhRecovery {
 
 impl Recovery for LhRecovery {
     fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
-        let mut found = Vec::new();
+        self.check_with(img, dfence_done, &mut Uncached { dfence_done })
+    }
+
+    /// One piece per segment (each bucket a nested piece), verified against the truth for the
+    /// keys it owns: linear hashing gives segment i the keys whose hash's low bits are i, a range
+    /// of [`KeyOrder::LowBits`].
+    fn check_with(
+        &self,
+        img: &MemImage,
+        dfence_done: &dyn Fn(u64) -> bool,
+        pieces: &mut dyn PieceCache,
+    ) -> R<RecoveryReport> {
         let lh = self.lh;
         let dir = img.read_u64(self.root);
-        if dir != 0 {
-            if dir != lh.dir {
-                return err(format!("root points to {dir:#x}, not the directory"));
+        if dir == 0 {
+            return self.truth.verify(img, &[], dfence_done);
+        }
+        if dir != lh.dir {
+            return err(format!("root points to {dir:#x}, not the directory"));
+        }
+        let meta = img.read_u64(dir);
+        let (level, next) = (meta >> 32, meta & 0xffff_ffff);
+        if level > 24 || next >= lh.n0 << level || (lh.n0 << level) + next > lh.cap {
+            return err(format!("bad (level, next) = ({level}, {next})"));
+        }
+        let order = KeyOrder::LowBits(HASH_SHIFT);
+        let bits = lh.n0.trailing_zeros() + level as u32;
+        let mut seen = FxHashSet::default();
+        let mut parts = Vec::new();
+        for i in 0..(lh.n0 << level) + next {
+            let seg = img.read_u64(lh.entry(i));
+            if seg == 0 {
+                return err(format!("segment {i} missing"));
             }
-            let meta = img.read_u64(dir);
-            let (level, next) = (meta >> 32, meta & 0xffff_ffff);
-            if level > 24 || next >= lh.n0 << level || (lh.n0 << level) + next > lh.cap {
-                return err(format!("bad (level, next) = ({level}, {next})"));
-            }
-            let mut seen = FxHashSet::default();
-            for i in 0..(lh.n0 << level) + next {
-                let seg = img.read_u64(lh.entry(i));
-                if seg == 0 {
-                    return err(format!("segment {i} missing"));
-                }
-                guard(&mut seen, seg, "segment")?;
-                lh.geo.items(img, seg, |k| lh.addr(k, meta) == i, &mut found)?;
+            guard(&mut seen, seg, "segment")?;
+            let part = piece(pieces, &[SEGMENT, seg, i, meta], |c, d| -> R<Part> {
+                let mut found = Vec::new();
+                let item = |k, v| self.truth.check_item(img, k, v);
+                let keep = |k| lh.addr(k, meta) == i;
+                lh.geo.items_pieces(img, seg, [i, meta], keep, c, BUCKET, item, &mut found)?;
+                // Segments split at this level (below `next`, and their images above the
+                // level's count) are addressed by one more bit.
+                let m = if i < next || i >= lh.n0 << level { bits + 1 } else { bits };
+                Ok(self.truth.verify_checked_in(order, &found, KeyOrder::low_bits(i, m), d))
+            });
+            match &*part {
+                Ok(_) => parts.push(part),
+                Err(e) => return Err(e.clone()),
             }
         }
-        self.truth.verify(img, &found, dfence_done)
+        self.truth.combine(parts.iter().filter_map(|p| p.as_ref().as_ref().ok()), dfence_done)
     }
 }
+
+/// Piece tags (see [`crate::recovery::piece`]).
+const SEGMENT: u64 = 0;
+const BUCKET: u64 = 1;
+/// [`Lh::addr`] hashes the key's bits from this one up.
+const HASH_SHIFT: u32 = 24;

@@ -30,7 +30,7 @@ use super::common::*;
 use crate::blocks::node::{link, persist_new, publish_root, route, Blink, BlinkNode, NodeImage};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{ParamSpec, Params};
-use crate::recovery::{Recovery, RecoveryReport};
+use crate::recovery::{PieceCache, Recovery, RecoveryReport, Uncached};
 use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 
@@ -250,6 +250,16 @@ fn read(img: &MemImage, n: u64) -> R<Node> {
 
 impl Recovery for MtRecovery {
     fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
+        self.check_with(img, dfence_done, &mut Uncached { dfence_done })
+    }
+
+    /// One piece per leaf, per leaf's reachability check and per leaf's part of the verification.
+    fn check_with(
+        &self,
+        img: &MemImage,
+        dfence_done: &dyn Fn(u64) -> bool,
+        pieces: &mut dyn PieceCache,
+    ) -> R<RecoveryReport> {
         let tree = Blink {
             read: |n| read(img, n),
             bound: |node: &Node| {
@@ -257,7 +267,12 @@ impl Recovery for MtRecovery {
                 (next != 0).then(|| img.read_u64(next + HIGHEST))
             },
         };
-        let found = tree.leaves(img.read_u64(self.root))?;
-        self.truth.verify(img, &found, dfence_done)
+        let leaves = tree.leaves_pieces(img.read_u64(self.root), pieces, LEAF)?;
+        let leaf = |c: &mut dyn PieceCache, n: u64| tree.leaf_piece(c, LEAF, n);
+        self.truth.verify_leaves(img, dfence_done, pieces, PART, &leaves, &leaf)
     }
 }
+
+/// Piece tags: a leaf, its reachability (`LEAF + 1`), its part of the verification.
+const LEAF: u64 = 0;
+const PART: u64 = 2;

@@ -85,15 +85,17 @@ pub fn r8(n: usize) -> u64 {
     (n as u64).div_ceil(8) * 8
 }
 
-/// Writes `bytes` into an image (recovery's own writes, e.g. rolling back an undo log).
-pub fn image_write(img: &mut MemImage, addr: u64, bytes: &[u8]) {
+/// Writes `bytes` into an image's copy-on-write layer (recovery's own writes, e.g. rolling back
+/// an undo log; [`MemImage::cow_write`]): the image itself, shared with the crash checker, is
+/// untouched.
+pub fn image_write(img: &MemImage, addr: u64, bytes: &[u8]) {
     for (i, b) in bytes.iter().enumerate() {
         let a = addr + i as u64;
         let w = a & !7;
         let sh = (a - w) * 8;
         let mut cur = img.get(w).unwrap_or_default();
         cur.data = (cur.data & !(0xffu64 << sh)) | ((*b as u64) << sh);
-        img.set(w, cur);
+        img.cow_write(w, cur);
     }
 }
 
@@ -101,12 +103,16 @@ pub fn image_write(img: &mut MemImage, addr: u64, bytes: &[u8]) {
 #[derive(Default)]
 pub struct History {
     words: FxHashMap<u64, Vec<(u32, u64)>>,
+    /// The recorded words in address order (sorted once, on the first check; a crash checker
+    /// checks thousands of images).
+    sorted: std::sync::OnceLock<Vec<u64>>,
 }
 
 impl History {
     /// Records the current heap value of each word in `words` as written by operation `op`
     /// (an index into the op log, or [`SETUP`]). Call at commit, in commit order.
     pub fn record(&mut self, op: u32, words: impl IntoIterator<Item = u64>, heap: &Heap) {
+        self.sorted = Default::default();
         for w in words {
             let v = heap.read_u64(w, 8);
             let h = self.words.entry(w).or_default();
@@ -134,9 +140,13 @@ impl History {
             }
         };
         let mut verified: rustc_hash::FxHashSet<u32> = Default::default();
-        let mut words: Vec<_> = self.words.iter().collect();
-        words.sort_unstable_by_key(|e| *e.0);
-        for (&w, hist) in words {
+        let sorted = self.sorted.get_or_init(|| {
+            let mut v: Vec<u64> = self.words.keys().copied().collect();
+            v.sort_unstable();
+            v
+        });
+        for (w, hist) in sorted.iter().filter_map(|w| self.words.get_key_value(w)) {
+            let w = *w;
             let v = img.read_u64(w);
             // Repeated values are ambiguous: the newest occurrence is the generous reading.
             let pos = hist.iter().rposition(|&(_, x)| x == v);
