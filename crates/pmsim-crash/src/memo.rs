@@ -381,7 +381,7 @@ impl WordIndex {
 mod tests {
     use super::*;
     use pmsim_trace::WordVal;
-    use pmsim_workloads::{piece, RecoveryError, RecoveryReport, Uncached};
+    use pmsim_workloads::{piece, RecoveryError, RecoveryReport};
 
     /// Root reads the piece count at 0; piece i sums the 4 words at 0x1000 (i + 1); piece 0
     /// also calls a nested piece reading 0x9000 (which the root calls first too); piece 1 asks
@@ -389,10 +389,6 @@ mod tests {
     struct Toy;
 
     impl Recovery for Toy {
-        fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
-            self.check_with(image, dfence_done, &mut Uncached { dfence_done })
-        }
-
         fn check_with(
             &self,
             img: &MemImage,

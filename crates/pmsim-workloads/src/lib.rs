@@ -29,8 +29,8 @@ pub mod whisper;
 pub use ctx::{line_pieces, Ctx, Gen, Heap, Interleaver, Rng, DRAM_BASE};
 pub use params::{ParamSpec, Params, ParamsError};
 pub use recovery::{
-    apply_store, global_order_image, piece, OpLog, OpRecord, PieceCache, PieceOut, PieceRun, Recovery, RecoveryError,
-    RecoveryReport, Uncached,
+    apply_store, global_order_image, piece, DfenceDone, OpLog, OpRecord, PieceCache, PieceOut, PieceRun, Recovery,
+    RecoveryError, RecoveryReport, Uncached,
 };
 pub use registry::{find, generate, list, names, Generated, Workload, WORKLOADS};
 

@@ -62,11 +62,16 @@ impl RecoveryError {
 pub trait Recovery: Send + Sync {
     /// Runs the structure's recovery on `image`; `dfence_done(gid)` tells whether the `dfence`
     /// with that gid had completed before the crash.
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError>;
+    ///
+    /// Each of `check` and [`Recovery::check_with`] defaults to the other: a recovery implements
+    /// `check`, or, if it is made of pieces, only `check_with` (its `check` then runs every piece
+    /// through [`Uncached`]).
+    fn check(&self, image: &MemImage, dfence_done: &DfenceDone) -> Result<RecoveryReport, RecoveryError> {
+        self.check_with(image, dfence_done, &mut Uncached { dfence_done })
+    }
 
     /// [`Recovery::check`] with its work split into [`piece`]s that `pieces` may reuse from an
-    /// earlier image (the crash driver's memo). Must return exactly what `check` returns; a
-    /// recovery made of pieces implements `check` as this with [`Uncached`].
+    /// earlier image (the crash driver's memo). Must return exactly what `check` returns.
     fn check_with(
         &self,
         image: &MemImage,
@@ -77,6 +82,9 @@ pub trait Recovery: Send + Sync {
         self.check(image, dfence_done)
     }
 }
+
+/// The crash driver's answer to "had the `dfence` with this gid completed before the crash?".
+pub type DfenceDone<'a> = dyn Fn(u64) -> bool + 'a;
 
 /// A piece's output as the cache holds it.
 pub type PieceOut = Rc<dyn Any>;

@@ -36,7 +36,7 @@ use super::common::*;
 use crate::blocks::segment::{point_upper_half, walk_pieces, write_doubled};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{int, percent, ParamSpec, Params};
-use crate::recovery::{piece, PieceCache, Recovery, RecoveryReport, Uncached};
+use crate::recovery::{piece, DfenceDone, PieceCache, Recovery, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 
@@ -256,17 +256,8 @@ const SLOTS: u64 = 1;
 const CHUNK: u64 = 64;
 
 impl Recovery for CcehRecovery {
-    fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
-        self.check_with(img, dfence_done, &mut Uncached { dfence_done })
-    }
-
     /// One piece per segment (its items, verified against the truth for the keys it owns).
-    fn check_with(
-        &self,
-        img: &MemImage,
-        dfence_done: &dyn Fn(u64) -> bool,
-        pieces: &mut dyn PieceCache,
-    ) -> R<RecoveryReport> {
+    fn check_with(&self, img: &MemImage, dfence_done: &DfenceDone, pieces: &mut dyn PieceCache) -> R<RecoveryReport> {
         let l = self.l;
         let dir = img.read_u64(l.root);
         if dir == 0 {

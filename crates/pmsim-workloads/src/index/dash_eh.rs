@@ -32,7 +32,7 @@ use super::dash::{Geo, LD, NEXT, PATTERN, SPLITTING, STATE};
 use crate::blocks::segment::{point_upper_half, walk_pieces, write_doubled};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{int, ParamSpec, Params};
-use crate::recovery::{PieceCache, Recovery, RecoveryReport, Uncached};
+use crate::recovery::{DfenceDone, PieceCache, Recovery, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 
@@ -181,17 +181,8 @@ struct EhRecovery {
 }
 
 impl Recovery for EhRecovery {
-    fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
-        self.check_with(img, dfence_done, &mut Uncached { dfence_done })
-    }
-
     /// One piece per segment (its items, verified against the truth for the keys it owns).
-    fn check_with(
-        &self,
-        img: &MemImage,
-        dfence_done: &dyn Fn(u64) -> bool,
-        pieces: &mut dyn PieceCache,
-    ) -> R<RecoveryReport> {
+    fn check_with(&self, img: &MemImage, dfence_done: &DfenceDone, pieces: &mut dyn PieceCache) -> R<RecoveryReport> {
         let dir = img.read_u64(self.root);
         if dir == 0 {
             return self.truth.verify(img, &[], dfence_done);

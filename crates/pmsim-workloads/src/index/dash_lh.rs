@@ -22,7 +22,7 @@ use super::common::*;
 use super::dash::Geo;
 use crate::ctx::{Ctx, Gen};
 use crate::params::{int, ParamSpec, Params};
-use crate::recovery::{piece, PieceCache, Recovery, RecoveryReport, Uncached};
+use crate::recovery::{piece, DfenceDone, PieceCache, Recovery, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashSet;
@@ -161,19 +161,10 @@ struct LhRecovery {
 }
 
 impl Recovery for LhRecovery {
-    fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
-        self.check_with(img, dfence_done, &mut Uncached { dfence_done })
-    }
-
     /// One piece per segment (each bucket a nested piece), verified against the truth for the
     /// keys it owns: linear hashing gives segment i the keys whose hash's low bits are i, a range
     /// of [`KeyOrder::LowBits`].
-    fn check_with(
-        &self,
-        img: &MemImage,
-        dfence_done: &dyn Fn(u64) -> bool,
-        pieces: &mut dyn PieceCache,
-    ) -> R<RecoveryReport> {
+    fn check_with(&self, img: &MemImage, dfence_done: &DfenceDone, pieces: &mut dyn PieceCache) -> R<RecoveryReport> {
         let lh = self.lh;
         let dir = img.read_u64(self.root);
         if dir == 0 {

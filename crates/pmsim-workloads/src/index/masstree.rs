@@ -30,7 +30,7 @@ use super::common::*;
 use crate::blocks::node::{link, persist_new, publish_root, route, Blink, BlinkNode, NodeImage};
 use crate::ctx::{Ctx, Gen};
 use crate::params::{ParamSpec, Params};
-use crate::recovery::{PieceCache, Recovery, RecoveryReport, Uncached};
+use crate::recovery::{DfenceDone, PieceCache, Recovery, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 
@@ -249,17 +249,8 @@ fn read(img: &MemImage, n: u64) -> R<Node> {
 }
 
 impl Recovery for MtRecovery {
-    fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> R<RecoveryReport> {
-        self.check_with(img, dfence_done, &mut Uncached { dfence_done })
-    }
-
     /// One piece per leaf, per leaf's reachability check and per leaf's part of the verification.
-    fn check_with(
-        &self,
-        img: &MemImage,
-        dfence_done: &dyn Fn(u64) -> bool,
-        pieces: &mut dyn PieceCache,
-    ) -> R<RecoveryReport> {
+    fn check_with(&self, img: &MemImage, dfence_done: &DfenceDone, pieces: &mut dyn PieceCache) -> R<RecoveryReport> {
         let tree = Blink {
             read: |n| read(img, n),
             bound: |node: &Node| {

@@ -231,6 +231,18 @@ impl PList {
         self.nodes.push(np);
     }
 
+    /// Appends a log entry (`entry_stream`'s text, NUL-terminated) as opt-WAL does: `pmalloc`,
+    /// copy, `pmemalloc_activate`, then `push_back` of its pointer. Returns the entry's address.
+    pub fn append_entry(&mut self, c: &mut Ctx<'_>, pool: &mut Pool, text: String) -> u64 {
+        let mut bytes = text.into_bytes();
+        bytes.push(0);
+        let e = pool.reserve(c, bytes.len() as u64);
+        c.store(e, &bytes);
+        pool.activate(c, e);
+        self.push_back(c, pool, e);
+        e
+    }
+
     /// `clear`: frees every node (`delete`), then stores NULL into head and tail (not persisted
     /// by `clear` itself; the caller's fence orders them).
     pub fn clear(&mut self, c: &mut Ctx<'_>, pool: &mut Pool) {

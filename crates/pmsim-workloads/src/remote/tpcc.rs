@@ -92,12 +92,7 @@ impl Engine {
     /// A log entry (`entry_stream` serialised): `pmalloc`, copy, `pmemalloc_activate`, appended
     /// to the log.
     fn log(&mut self, c: &mut Ctx<'_>, text: String) {
-        let mut bytes = text.into_bytes();
-        bytes.push(0);
-        let e = self.pool.reserve(c, bytes.len() as u64);
-        c.store(e, &bytes);
-        self.pool.activate(c, e);
-        self.log.push_back(c, &mut self.pool, e);
+        let e = self.log.append_entry(c, &mut self.pool, text);
         self.entries.push(e);
     }
 

@@ -160,12 +160,7 @@ pub fn generate(p: &Params) -> Generated {
             for (f, o) in old.iter().enumerate() {
                 entry.push_str(&format!("{} {o:#x} ", f + 1));
             }
-            let mut bytes = entry.into_bytes();
-            bytes.push(0);
-            let e = ex.pool.reserve(c, bytes.len() as u64);
-            c.store(e, &bytes);
-            ex.pool.activate(c, e);
-            ex.log.push_back(c, &mut ex.pool, e);
+            let e = ex.log.append_entry(c, &mut ex.pool, entry);
             // `set_data` of every field (the pointer's serialised length), then `persist_data`.
             for (f, s) in new.iter().enumerate() {
                 let mut ptr = s.to_le_bytes().to_vec();
