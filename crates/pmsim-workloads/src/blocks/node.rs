@@ -113,15 +113,9 @@ impl<N: BlinkNode, Rd: Fn(u64) -> crate::index::common::R<N>, B: Fn(&N) -> Optio
         crate::index::common::err("search does not terminate")
     }
 
-    /// Recovery's walk: descends the leftmost children to the leaves (each one level lower),
-    /// reads the leaf chain (keys strictly increasing, no cycle) and checks every key it holds is
-    /// reachable from the root. Returns the (key, pointer) entries found.
-    pub fn leaves(&self, root: u64) -> crate::index::common::R<Vec<(u64, u64)>> {
-        use crate::index::common::{err, guard};
-        let mut found = Vec::new();
-        if root == 0 {
-            return Ok(found);
-        }
+    /// The first leaf: the leftmost children from `root` down, each one level lower.
+    fn leftmost_leaf(&self, root: u64) -> crate::index::common::R<u64> {
+        use crate::index::common::err;
         let mut n = root;
         let mut level = (self.read)(n)?.level();
         if level > 64 {
@@ -135,6 +129,19 @@ impl<N: BlinkNode, Rd: Fn(u64) -> crate::index::common::R<N>, B: Fn(&N) -> Optio
             n = lm;
             level -= 1;
         }
+        Ok(n)
+    }
+
+    /// Recovery's walk: descends the leftmost children to the leaves (each one level lower),
+    /// reads the leaf chain (keys strictly increasing, no cycle) and checks every key it holds is
+    /// reachable from the root. Returns the (key, pointer) entries found.
+    pub fn leaves(&self, root: u64) -> crate::index::common::R<Vec<(u64, u64)>> {
+        use crate::index::common::{err, guard};
+        let mut found = Vec::new();
+        if root == 0 {
+            return Ok(found);
+        }
+        let mut n = self.leftmost_leaf(root)?;
         let mut seen = rustc_hash::FxHashSet::default();
         let mut last: Option<u64> = None;
         while n != 0 {
@@ -207,19 +214,7 @@ impl<N: BlinkNode, Rd: Fn(u64) -> crate::index::common::R<N>, B: Fn(&N) -> Optio
         if root == 0 {
             return Ok(out);
         }
-        let mut n = root;
-        let mut level = (self.read)(n)?.level();
-        if level > 64 {
-            return err(format!("root level {level}"));
-        }
-        while level > 0 {
-            let lm = (self.read)(n)?.leftmost();
-            if lm == 0 || (self.read)(lm)?.level() != level - 1 {
-                return err(format!("node {n:#x} at level {level} has a bad leftmost child {lm:#x}"));
-            }
-            n = lm;
-            level -= 1;
-        }
+        let mut n = self.leftmost_leaf(root)?;
         let mut seen = rustc_hash::FxHashSet::default();
         let mut last: Option<u64> = None;
         while n != 0 {
