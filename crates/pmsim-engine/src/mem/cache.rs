@@ -4,6 +4,15 @@
 //! what any cache holding the line would supply. The tag arrays only decide latency and which
 //! lines are evicted, so they are plain arrays scanned in place (no allocation per access).
 //!
+//! Layout (for speed; the policy's choices are those of the textbook policy): under LRU a set
+//! keeps its valid ways in recency order, most recent first, so a set is one run of tags and
+//! there is no separate stamp array: a hit reads one host cache line (an 8-way set is 64 B) and
+//! usually finds the line in the first way, a fill evicts the last way. Invalidated ways stay as
+//! holes in place; a fill closes the first hole. The order of the valid ways is exactly their
+//! order of last use, so the victim is the one the stamped [`Lru`] would choose (the test
+//! `recency_order_matches_stamped_lru` replays random access streams through both). Random
+//! replacement keeps ways where they were filled, as its victim is a way index.
+//!
 //! [`CoherentMemory`]: super::nvm::CoherentMemory
 
 /// A way holds `line | VALID` (lines are 64 B aligned, so bit 0 is free); an empty way is 0, so
@@ -12,7 +21,8 @@
 const VALID: u64 = 1;
 const EMPTY: u64 = 0;
 
-/// Which way to evict in a full set.
+/// Which way to evict in a full set (the interface a policy that keeps per-way state
+/// implements; the built-in LRU keeps its state in the order of the ways instead, see above).
 pub trait Replacement: Send {
     /// Called on every hit or fill of `way` in `set`.
     fn touch(&mut self, set: usize, way: usize);
@@ -20,7 +30,8 @@ pub trait Replacement: Send {
     fn victim(&mut self, set: usize) -> usize;
 }
 
-/// Least recently used, with a per-set access counter.
+/// Least recently used, with a per-set access counter (the reference model of the recency
+/// order the caches keep).
 pub struct Lru {
     ways: usize,
     stamp: Vec<u32>,
@@ -74,43 +85,13 @@ pub fn policy(name: &str, sets: usize, ways: usize, seed: u64) -> Box<dyn Replac
     }
 }
 
-/// The built-in policies, dispatched statically (the hot path calls `touch` on every hit).
-enum Repl {
-    Lru(Lru),
-    Random(RandomRepl),
-}
-
-impl Repl {
-    fn new(name: &str, sets: usize, ways: usize, seed: u64) -> Repl {
-        match name {
-            "random" => Repl::Random(RandomRepl { ways, state: seed | 1 }),
-            _ => Repl::Lru(Lru { ways, stamp: vec![0; sets * ways], clock: 0 }),
-        }
-    }
-
-    #[inline(always)]
-    fn touch(&mut self, set: usize, way: usize) {
-        match self {
-            Repl::Lru(r) => r.touch(set, way),
-            Repl::Random(r) => r.touch(set, way),
-        }
-    }
-
-    #[inline]
-    fn victim(&mut self, set: usize) -> usize {
-        match self {
-            Repl::Lru(r) => r.victim(set),
-            Repl::Random(r) => r.victim(set),
-        }
-    }
-}
-
 /// A tag array.
 pub struct Cache {
     sets: usize,
     ways: usize,
     tags: Vec<u64>,
-    repl: Repl,
+    /// `None`: LRU, kept as the order of the ways; `Some`: random victims.
+    random: Option<RandomRepl>,
     pub hits: u64,
     pub misses: u64,
 }
@@ -119,37 +100,43 @@ impl Cache {
     pub fn new(size_kib: u64, ways: usize, policy_name: &str, seed: u64) -> Cache {
         let lines = (size_kib * 1024 / 64) as usize;
         let sets = (lines / ways).max(1);
-        Cache {
-            sets,
-            ways,
-            tags: vec![EMPTY; sets * ways],
-            repl: Repl::new(policy_name, sets, ways, seed),
-            hits: 0,
-            misses: 0,
-        }
+        let random = (policy_name == "random").then_some(RandomRepl { ways, state: seed | 1 });
+        Cache { sets, ways, tags: vec![EMPTY; sets * ways], random, hits: 0, misses: 0 }
     }
 
-    #[inline]
-    fn set_of(&self, line: u64) -> usize {
-        ((line >> 6) as usize) & (self.sets - 1)
+    /// First way of `line`'s set.
+    #[inline(always)]
+    fn base_of(&self, line: u64) -> usize {
+        (((line >> 6) as usize) & (self.sets - 1)) * self.ways
     }
 
-    #[inline]
-    fn find(&self, line: u64) -> Option<(usize, usize)> {
+    /// Index of `line`'s way in `tags`.
+    #[inline(always)]
+    fn find(&self, line: u64) -> Option<usize> {
         debug_assert!(line & VALID == 0, "unaligned line {line:#x}");
-        let set = self.set_of(line);
-        let base = set * self.ways;
+        let base = self.base_of(line);
         let tag = line | VALID;
-        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
+        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| base + w)
+    }
+
+    /// Makes the way at `at` the most recent of its set (LRU only): the ways before it move
+    /// down by one.
+    #[inline(always)]
+    fn promote(&mut self, base: usize, at: usize) {
+        if self.random.is_none() && at != base {
+            let t = self.tags[at];
+            self.tags.copy_within(base..at, base + 1);
+            self.tags[base] = t;
+        }
     }
 
     /// Looks `line` up, counting the hit or miss and updating recency on a hit.
     #[inline]
     pub fn access(&mut self, line: u64) -> bool {
         match self.find(line) {
-            Some((s, w)) => {
+            Some(at) => {
                 self.hits += 1;
-                self.repl.touch(s, w);
+                self.promote(self.base_of(line), at);
                 true
             }
             None => {
@@ -165,36 +152,51 @@ impl Cache {
         self.find(line).is_some()
     }
 
-    /// Inserts `line` (not present); returns the evicted line, if any.
+    /// Inserts `line` (or touches it if present); returns the evicted line, if any.
     pub fn fill(&mut self, line: u64) -> Option<u64> {
-        if let Some((s, w)) = self.find(line) {
-            self.repl.touch(s, w);
-            return None;
+        debug_assert!(line & VALID == 0, "unaligned line {line:#x}");
+        let base = self.base_of(line);
+        let tag = line | VALID;
+        // One pass: the line's way if present, else the first hole.
+        let mut hole = usize::MAX;
+        for at in base..base + self.ways {
+            let t = self.tags[at];
+            if t == tag {
+                self.promote(base, at);
+                return None;
+            }
+            if t == EMPTY && hole == usize::MAX {
+                hole = at;
+            }
         }
-        let set = self.set_of(line);
-        let base = set * self.ways;
-        let (way, victim) = match self.tags[base..base + self.ways].iter().position(|&t| t == EMPTY) {
-            Some(w) => (w, None),
-            None => {
-                let w = self.repl.victim(set);
-                (w, Some(self.tags[base + w] & !VALID))
+        let (at, victim) = if hole != usize::MAX {
+            (hole, None)
+        } else {
+            match &mut self.random {
+                Some(r) => {
+                    let at = base + r.victim(0);
+                    (at, Some(self.tags[at] & !VALID))
+                }
+                None => {
+                    let at = base + self.ways - 1;
+                    (at, Some(self.tags[at] & !VALID))
+                }
             }
         };
-        self.tags[base + way] = line | VALID;
-        self.repl.touch(set, way);
+        self.tags[at] = tag;
+        self.promote(base, at);
         victim
     }
 
     pub fn invalidate(&mut self, line: u64) -> bool {
-        if let Some((s, w)) = self.find(line) {
-            self.tags[s * self.ways + w] = EMPTY;
+        if let Some(at) = self.find(line) {
+            self.tags[at] = EMPTY;
             true
         } else {
             false
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +223,89 @@ mod tests {
         };
         assert_eq!(run(7), run(7));
         assert_ne!(run(7), run(8));
+    }
+
+    /// The cache as it was before the recency-order layout: ways stay where they were filled
+    /// (first empty way), and the policy's own state picks the victim.
+    struct Reference {
+        sets: usize,
+        ways: usize,
+        tags: Vec<u64>,
+        repl: Box<dyn Replacement>,
+    }
+
+    impl Reference {
+        fn new(size_kib: u64, ways: usize, name: &str, seed: u64) -> Reference {
+            let sets = (size_kib as usize * 1024 / 64 / ways).max(1);
+            Reference { sets, ways, tags: vec![EMPTY; sets * ways], repl: policy(name, sets, ways, seed) }
+        }
+        fn find(&self, line: u64) -> Option<(usize, usize)> {
+            let set = ((line >> 6) as usize) & (self.sets - 1);
+            let b = set * self.ways;
+            self.tags[b..b + self.ways].iter().position(|&t| t == line | VALID).map(|w| (set, w))
+        }
+        fn access(&mut self, line: u64) -> bool {
+            self.find(line).map(|(s, w)| self.repl.touch(s, w)).is_some()
+        }
+        fn fill(&mut self, line: u64) -> Option<u64> {
+            if let Some((s, w)) = self.find(line) {
+                self.repl.touch(s, w);
+                return None;
+            }
+            let set = ((line >> 6) as usize) & (self.sets - 1);
+            let b = set * self.ways;
+            let (w, victim) = match self.tags[b..b + self.ways].iter().position(|&t| t == EMPTY) {
+                Some(w) => (w, None),
+                None => {
+                    let w = self.repl.victim(set);
+                    (w, Some(self.tags[b + w] & !VALID))
+                }
+            };
+            self.tags[b + w] = line | VALID;
+            self.repl.touch(set, w);
+            victim
+        }
+        fn invalidate(&mut self, line: u64) -> bool {
+            self.find(line).map(|(s, w)| self.tags[s * self.ways + w] = EMPTY).is_some()
+        }
+    }
+
+    /// Random streams of accesses, fills, invalidations and presence checks over a line pool a
+    /// few times the cache's capacity: every answer (hit, victim, presence) must be the
+    /// reference's.
+    #[test]
+    fn recency_order_matches_stamped_lru() {
+        for (policy_name, size_kib, ways, pool) in
+            [("lru", 1, 2, 40u64), ("lru", 1, 4, 64), ("lru", 2, 8, 100), ("lru", 1, 1, 30), ("random", 1, 4, 64)]
+        {
+            let mut c = Cache::new(size_kib, ways, policy_name, 5);
+            let mut r = Reference::new(size_kib, ways, policy_name, 5);
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            let (mut hits, mut victims) = (0, 0);
+            for step in 0..200_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let line = (x >> 8) % pool * 64;
+                let what = format!("{policy_name} {size_kib} KiB {ways} ways, step {step}, line {line:#x}");
+                match x % 8 {
+                    0..=2 => {
+                        let hit = c.access(line);
+                        assert_eq!(hit, r.access(line), "access: {what}");
+                        hits += hit as u64;
+                    }
+                    3..=5 => {
+                        let v = c.fill(line);
+                        assert_eq!(v, r.fill(line), "fill: {what}");
+                        victims += v.is_some() as u64;
+                    }
+                    6 => assert_eq!(c.invalidate(line), r.invalidate(line), "invalidate: {what}"),
+                    _ => assert_eq!(c.contains(line), r.find(line).is_some(), "contains: {what}"),
+                }
+            }
+            assert_eq!(c.hits, hits);
+            // The streams exercise both outcomes.
+            assert!(hits > 1000 && victims > 1000, "{policy_name}: {hits} hits, {victims} victims");
+        }
     }
 }
