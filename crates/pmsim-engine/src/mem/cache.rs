@@ -15,8 +15,8 @@
 //!
 //! [`CoherentMemory`]: super::nvm::CoherentMemory
 
-/// A way holds `line | VALID` (lines are 64 B aligned, so bit 0 is free); an empty way is 0, so
-/// a tag array starts as zeroed memory the OS maps lazily (64 cores' L2s are 24 MiB of tags,
+/// A wide way holds `line | VALID` (lines are 64 B aligned, so bit 0 is free); an empty way is 0
+/// (narrow ways: see `TagWord`), so a tag array starts as zeroed memory the OS maps lazily (64 cores' L2s are 24 MiB of tags,
 /// which a filled array would write on every run).
 const VALID: u64 = 1;
 const EMPTY: u64 = 0;
@@ -85,11 +85,100 @@ pub fn policy(name: &str, sets: usize, ways: usize, seed: u64) -> Box<dyn Replac
     }
 }
 
+/// A way's stored tag. Tags are `u32` (the line index + 1) while every line the cache has seen
+/// fits, which halves the tag arrays (64 cores' L2 tags fall out of the host's caches);
+/// the first line that does not fit (an address at or above 256 GiB) widens the array to `u64`
+/// (`line | VALID`) for the rest of the run, so any address works and costs only that copy.
+/// Either way an empty way is 0.
+trait TagWord: Copy + Eq {
+    const EMPTY: Self;
+    /// The tag of `line`, or `None` if it does not fit this width.
+    fn of(line: u64) -> Option<Self>;
+    /// The line of a (non-empty) tag.
+    fn line(self) -> u64;
+}
+
+impl TagWord for u32 {
+    const EMPTY: u32 = 0;
+    #[inline(always)]
+    fn of(line: u64) -> Option<u32> {
+        let index = line >> 6;
+        (index < u32::MAX as u64).then_some(index as u32 + 1)
+    }
+    #[inline(always)]
+    fn line(self) -> u64 {
+        (self as u64 - 1) << 6
+    }
+}
+
+impl TagWord for u64 {
+    const EMPTY: u64 = EMPTY;
+    #[inline(always)]
+    fn of(line: u64) -> Option<u64> {
+        Some(line | VALID)
+    }
+    #[inline(always)]
+    fn line(self) -> u64 {
+        self & !VALID
+    }
+}
+
+enum Tags {
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
+
+/// Index of `tag` in the set starting at `base`.
+#[inline(always)]
+fn find_in<T: TagWord>(tags: &[T], base: usize, ways: usize, tag: T) -> Option<usize> {
+    tags[base..base + ways].iter().position(|&t| t == tag).map(|w| base + w)
+}
+
+/// Makes the way at `at` the most recent of its set (LRU only): the ways before it move down.
+#[inline(always)]
+fn promote<T: TagWord>(tags: &mut [T], base: usize, at: usize, lru: bool) {
+    if lru && at != base {
+        let t = tags[at];
+        tags.copy_within(base..at, base + 1);
+        tags[base] = t;
+    }
+}
+
+/// Inserts `tag` (or touches it if present) in the set at `base`; returns the evicted tag.
+#[inline(always)]
+fn fill_in<T: TagWord>(tags: &mut [T], base: usize, ways: usize, tag: T, random: &mut Option<RandomRepl>) -> Option<T> {
+    let lru = random.is_none();
+    // One pass: the line's way if present, else the first hole.
+    let mut hole = usize::MAX;
+    for at in base..base + ways {
+        let t = tags[at];
+        if t == tag {
+            promote(tags, base, at, lru);
+            return None;
+        }
+        if t == T::EMPTY && hole == usize::MAX {
+            hole = at;
+        }
+    }
+    let (at, victim) = if hole != usize::MAX {
+        (hole, None)
+    } else {
+        let at = match random {
+            Some(r) => base + r.victim(0),
+            None => base + ways - 1,
+        };
+        (at, Some(tags[at]))
+    };
+    tags[at] = tag;
+    promote(tags, base, at, lru);
+    victim
+}
+
 /// A tag array.
 pub struct Cache {
     sets: usize,
     ways: usize,
-    tags: Vec<u64>,
+    tags: Tags,
     /// `None`: LRU, kept as the order of the ways; `Some`: random victims.
     random: Option<RandomRepl>,
     pub hits: u64,
@@ -101,32 +190,23 @@ impl Cache {
         let lines = (size_kib * 1024 / 64) as usize;
         let sets = (lines / ways).max(1);
         let random = (policy_name == "random").then_some(RandomRepl { ways, state: seed | 1 });
-        Cache { sets, ways, tags: vec![EMPTY; sets * ways], random, hits: 0, misses: 0 }
+        Cache { sets, ways, tags: Tags::Narrow(vec![0; sets * ways]), random, hits: 0, misses: 0 }
     }
 
     /// First way of `line`'s set.
     #[inline(always)]
     fn base_of(&self, line: u64) -> usize {
+        debug_assert!(line & VALID == 0, "unaligned line {line:#x}");
         (((line >> 6) as usize) & (self.sets - 1)) * self.ways
     }
 
-    /// Index of `line`'s way in `tags`.
+    /// Index of `line`'s way in the tag array.
     #[inline(always)]
     fn find(&self, line: u64) -> Option<usize> {
-        debug_assert!(line & VALID == 0, "unaligned line {line:#x}");
         let base = self.base_of(line);
-        let tag = line | VALID;
-        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| base + w)
-    }
-
-    /// Makes the way at `at` the most recent of its set (LRU only): the ways before it move
-    /// down by one.
-    #[inline(always)]
-    fn promote(&mut self, base: usize, at: usize) {
-        if self.random.is_none() && at != base {
-            let t = self.tags[at];
-            self.tags.copy_within(base..at, base + 1);
-            self.tags[base] = t;
+        match &self.tags {
+            Tags::Narrow(t) => u32::of(line).and_then(|tag| find_in(t, base, self.ways, tag)),
+            Tags::Wide(t) => find_in(t, base, self.ways, line | VALID),
         }
     }
 
@@ -136,7 +216,11 @@ impl Cache {
         match self.find(line) {
             Some(at) => {
                 self.hits += 1;
-                self.promote(self.base_of(line), at);
+                let (base, lru) = (self.base_of(line), self.random.is_none());
+                match &mut self.tags {
+                    Tags::Narrow(t) => promote(t, base, at, lru),
+                    Tags::Wide(t) => promote(t, base, at, lru),
+                }
                 true
             }
             None => {
@@ -154,49 +238,36 @@ impl Cache {
 
     /// Inserts `line` (or touches it if present); returns the evicted line, if any.
     pub fn fill(&mut self, line: u64) -> Option<u64> {
-        debug_assert!(line & VALID == 0, "unaligned line {line:#x}");
         let base = self.base_of(line);
-        let tag = line | VALID;
-        // One pass: the line's way if present, else the first hole.
-        let mut hole = usize::MAX;
-        for at in base..base + self.ways {
-            let t = self.tags[at];
-            if t == tag {
-                self.promote(base, at);
-                return None;
-            }
-            if t == EMPTY && hole == usize::MAX {
-                hole = at;
+        if let Tags::Narrow(t) = &mut self.tags {
+            match u32::of(line) {
+                Some(tag) => return fill_in(t, base, self.ways, tag, &mut self.random).map(u32::line),
+                None => {
+                    let wide = t.iter().map(|&k| if k == 0 { EMPTY } else { k.line() | VALID }).collect();
+                    self.tags = Tags::Wide(wide);
+                }
             }
         }
-        let (at, victim) = if hole != usize::MAX {
-            (hole, None)
-        } else {
-            match &mut self.random {
-                Some(r) => {
-                    let at = base + r.victim(0);
-                    (at, Some(self.tags[at] & !VALID))
-                }
-                None => {
-                    let at = base + self.ways - 1;
-                    (at, Some(self.tags[at] & !VALID))
-                }
-            }
-        };
-        self.tags[at] = tag;
-        self.promote(base, at);
-        victim
+        match &mut self.tags {
+            Tags::Wide(t) => fill_in(t, base, self.ways, line | VALID, &mut self.random).map(u64::line),
+            Tags::Narrow(_) => unreachable!("widened above"),
+        }
     }
 
     pub fn invalidate(&mut self, line: u64) -> bool {
-        if let Some(at) = self.find(line) {
-            self.tags[at] = EMPTY;
-            true
-        } else {
-            false
+        match self.find(line) {
+            Some(at) => {
+                match &mut self.tags {
+                    Tags::Narrow(t) => t[at] = 0,
+                    Tags::Wide(t) => t[at] = EMPTY,
+                }
+                true
+            }
+            None => false,
         }
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,9 +346,18 @@ mod tests {
     /// reference's.
     #[test]
     fn recency_order_matches_stamped_lru() {
-        for (policy_name, size_kib, ways, pool) in
-            [("lru", 1, 2, 40u64), ("lru", 1, 4, 64), ("lru", 2, 8, 100), ("lru", 1, 1, 30), ("random", 1, 4, 64)]
-        {
+        // (policy, KiB, ways, lines in the pool, first line): the pools at 256 GiB straddle the
+        // largest line a `u32` tag holds, so the array widens to `u64` tags mid-stream.
+        let wide = (u32::MAX as u64 - 20) << 6;
+        for (policy_name, size_kib, ways, pool, first) in [
+            ("lru", 1, 2, 40u64, 0),
+            ("lru", 1, 4, 64, 0),
+            ("lru", 2, 8, 100, 0),
+            ("lru", 1, 1, 30, 0),
+            ("random", 1, 4, 64, 0),
+            ("lru", 1, 4, 64, wide),
+            ("random", 1, 2, 40, wide),
+        ] {
             let mut c = Cache::new(size_kib, ways, policy_name, 5);
             let mut r = Reference::new(size_kib, ways, policy_name, 5);
             let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -286,8 +366,9 @@ mod tests {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                let line = (x >> 8) % pool * 64;
-                let what = format!("{policy_name} {size_kib} KiB {ways} ways, step {step}, line {line:#x}");
+                let line = first + (x >> 8) % pool * 64;
+                let what =
+                    format!("{policy_name} {size_kib} KiB from {first:#x} {ways} ways, step {step}, line {line:#x}");
                 match x % 8 {
                     0..=2 => {
                         let hit = c.access(line);
@@ -304,6 +385,7 @@ mod tests {
                 }
             }
             assert_eq!(c.hits, hits);
+            assert_eq!(matches!(c.tags, Tags::Wide(_)), first == wide, "tag width");
             // The streams exercise both outcomes.
             assert!(hits > 1000 && victims > 1000, "{policy_name}: {hits} hits, {victims} victims");
         }
