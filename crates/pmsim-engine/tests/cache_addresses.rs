@@ -21,7 +21,7 @@ fn trace(dram: u64, pm: u64) -> String {
         x ^= x << 17;
         let t = x & 1;
         let line = (x >> 8) % 400;
-        let addr = if (x >> 20) % 4 != 0 { pm + line * 64 } else { dram + line * 64 };
+        let addr = if (x >> 20) & 3 != 0 { pm + line * 64 } else { dram + line * 64 };
         match (x >> 40) % 10 {
             0..=3 => writeln!(s, "T{t} load {addr:#x} 8"),
             4..=7 => writeln!(s, "T{t} store {addr:#x} 8 {:x}", x >> 48),
