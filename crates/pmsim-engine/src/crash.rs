@@ -8,7 +8,7 @@
 //! value changed, so an exhaustive crash enumeration costs the size of each change, not of the
 //! whole image.
 
-use crate::mem::nvm::LineData;
+use crate::mem::nvm::{LineData, WordValues};
 use crate::sim::Simulator;
 use pmsim_trace::{MemImage, WordVal};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -16,12 +16,12 @@ use rustc_hash::{FxHashMap, FxHashSet};
 /// The full crash image at the simulator's current instant.
 pub fn image(sim: &Simulator) -> MemImage {
     let mut img = MemImage::new();
-    for (w, v) in sim.m.nvm.words() {
-        img.set(w, v);
+    for (w, id) in sim.m.nvm.words() {
+        img.set(w, sim.m.values.val(w, id));
     }
     for d in sim.crash_writes() {
-        for (w, v) in d.iter() {
-            img.set(w, v);
+        for (w, id) in d.iter() {
+            img.set(w, sim.m.values.val(w, id));
         }
     }
     img
@@ -62,7 +62,7 @@ impl ImageTracker {
                 for &line in &lines {
                     if sim.m.is_pm(line) {
                         let ov = sim.m.coherent_line(line);
-                        self.apply_line(line, &sim.m.nvm.line(line), Some(&ov), out);
+                        self.apply_line(&sim.m.values, line, &sim.m.nvm.line(line), Some(&ov), out);
                     }
                 }
                 lines.clear();
@@ -82,23 +82,32 @@ impl ImageTracker {
         let mut sorted: Vec<u64> = lines.into_iter().collect();
         sorted.sort_unstable();
         for line in sorted {
-            self.apply_line(line, &sim.m.nvm.line(line), overlay.get(&line), out);
+            self.apply_line(&sim.m.values, line, &sim.m.nvm.line(line), overlay.get(&line), out);
         }
         self.overlay = overlay;
     }
 
     /// Sets the tracked words of `line` to the overlay's where it has them, else NVM's.
-    fn apply_line(&mut self, line: u64, nvm: &LineData, ov: Option<&LineData>, out: &mut Vec<WordChange>) {
+    fn apply_line(
+        &mut self,
+        values: &WordValues,
+        line: u64,
+        nvm: &LineData,
+        ov: Option<&LineData>,
+        out: &mut Vec<WordChange>,
+    ) {
         for i in 0..8u64 {
             let w = line + i * 8;
             let bit = 1u8 << i;
             let v = match ov {
-                Some(o) if o.mask & bit != 0 => Some(o.words[i as usize]),
-                _ if nvm.mask & bit != 0 => Some(nvm.words[i as usize]),
+                Some(o) if o.mask & bit != 0 => Some(o.ids[i as usize]),
+                _ if nvm.mask & bit != 0 => Some(nvm.ids[i as usize]),
                 _ => None,
             };
-            let v = v.filter(|x| x.id != pmsim_trace::INITIAL_ID);
-            if self.current.get(&w).copied() != v {
+            let id = v.filter(|&id| id != pmsim_trace::INITIAL_ID);
+            // A word's value is a function of its identity: same identity, same word.
+            if self.current.get(&w).map(|x| x.id) != id {
+                let v = id.map(|id| values.val(w, id));
                 match v {
                     Some(x) => self.current.insert(w, x),
                     None => self.current.remove(&w),

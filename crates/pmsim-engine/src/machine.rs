@@ -11,7 +11,7 @@
 use crate::config::{ns, Config};
 use crate::mem::hierarchy::Hierarchy;
 use crate::mem::mc::{self, AddressMapper, Mc};
-use crate::mem::nvm::{word_index, CoherentMemory, LineData, Nvm};
+use crate::mem::nvm::{word_index, CoherentMemory, LineData, Nvm, WordValues};
 use pmsim_trace::{Kind, PmRange, RunRecord, LINE_BYTES};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -377,6 +377,8 @@ pub struct Machine {
     mapper: Box<dyn AddressMapper>,
     pub nvm: Nvm,
     pub coherent: CoherentMemory,
+    /// The value of each (word, store) of `coherent` and `nvm` (only while tracking data).
+    pub values: WordValues,
     pub pm: Vec<PmRange>,
     pub sync: FxHashMap<u64, SyncAddr>,
     pub record: Option<RunRecord>,
@@ -439,6 +441,7 @@ impl Machine {
             mapper: mc::mapper(cfg),
             nvm: Nvm::default(),
             coherent: CoherentMemory::default(),
+            values: WordValues::default(),
             pm,
             sync: FxHashMap::default(),
             record: if record { Some(RunRecord::default()) } else { None },
@@ -616,12 +619,17 @@ impl Machine {
         d
     }
 
+    /// `word` as NVM holds it (identity and value), if written.
+    pub fn nvm_word(&self, word: u64) -> Option<pmsim_trace::WordVal> {
+        self.nvm.get(word).map(|id| self.values.val(word, id))
+    }
+
     /// The coherent (newest performed) contents of `line`'s written words.
     pub fn coherent_line(&self, line: u64) -> LineData {
         if self.track_data {
             self.coherent.line(line)
         } else {
-            LineData { line, mask: 0xff, words: [pmsim_trace::WordVal::default(); 8] }
+            LineData { line, mask: 0xff, ids: [0; 8] }
         }
     }
 
@@ -677,7 +685,7 @@ impl Machine {
         if !self.track_data {
             let mut w = e.addr & !7;
             while w < end {
-                d.set(word_index(w), pmsim_trace::WordVal { id: e.gid, data: 0 });
+                d.set(word_index(w), e.gid);
                 w += 8;
             }
             return d;
@@ -689,29 +697,32 @@ impl Machine {
         }
         let cur = self.coherent.line_mut(line);
         let mut w = e.addr & !7;
+        self.values.start(e.gid, word_index(w));
         while w < end {
             let i = word_index(w);
-            let mut old = if cur.mask & (1 << i) != 0 {
-                cur.words[i]
-            } else {
-                pmsim_trace::WordVal { id: pmsim_trace::INITIAL_ID, data: 0 }
-            };
             let lo = w.max(e.addr);
             let hi = (w + 8).min(end);
-            if lo == w && hi == w + 8 {
+            let data = if lo == w && hi == w + 8 {
                 let off = (w - e.addr) as usize;
-                old.data =
-                    if e.has_value { u64::from_le_bytes(value[off..off + 8].try_into().unwrap_or([0; 8])) } else { 0 };
+                if e.has_value {
+                    u64::from_le_bytes(value[off..off + 8].try_into().unwrap_or([0; 8]))
+                } else {
+                    0
+                }
             } else {
+                // A partial word keeps the bytes the store does not cover from the word's
+                // current value.
+                let mut data = if cur.mask & (1 << i) != 0 { self.values.get(w, cur.ids[i]) } else { 0 };
                 for a in lo..hi {
                     let b = if e.has_value { value[(a - e.addr) as usize] } else { 0 };
                     let sh = (a - w) * 8;
-                    old.data = (old.data & !(0xffu64 << sh)) | ((b as u64) << sh);
+                    data = (data & !(0xffu64 << sh)) | ((b as u64) << sh);
                 }
-            }
-            old.id = e.gid;
-            cur.set(i, old);
-            d.set(i, old);
+                data
+            };
+            self.values.push(data);
+            cur.set(i, e.gid);
+            d.set(i, e.gid);
             w += 8;
         }
         if let Some(r) = &mut self.record {
@@ -742,7 +753,7 @@ impl Machine {
                 .rev()
                 .find(|e| e.kind.writes() && e.addr < w + 8 && e.addr + e.size as u64 > w)
                 .map(|e| e.gid);
-            let read = fwd.unwrap_or_else(|| self.coherent.get(w).map(|v| v.id).unwrap_or(pmsim_trace::INITIAL_ID));
+            let read = fwd.unwrap_or_else(|| self.coherent.get(w).unwrap_or(pmsim_trace::INITIAL_ID));
             let now = self.now;
             if let Some(r) = &mut self.record {
                 r.accesses.push(pmsim_trace::WordAccess {

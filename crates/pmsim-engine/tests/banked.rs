@@ -7,7 +7,6 @@ use pmsim_engine::mem::mc::Mc;
 use pmsim_engine::mem::nvm::{LineData, Nvm};
 use pmsim_engine::{simulate, Config, RunStats};
 use pmsim_trace::text::parse_str;
-use pmsim_trace::WordVal;
 use std::sync::Arc;
 
 const A: u64 = 0x1_0000_0000;
@@ -76,7 +75,7 @@ fn latencies_move_the_result_by_exactly_their_change() {
 
 fn line(addr: u64, id: u64) -> LineData {
     let mut d = LineData::new(addr);
-    d.set(0, WordVal { id, data: id });
+    d.set(0, id);
     d
 }
 

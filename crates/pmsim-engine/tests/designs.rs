@@ -35,8 +35,8 @@ fn fig1_eager_flushing_overlaps_epochs_across_mcs() {
         } else {
             assert!(flush_y.time >= ack_x, "{d}: epoch 2 flushed at {} before epoch 1's ACK at {ack_x}", flush_y.time);
         }
-        assert_eq!(s.m.nvm.get(Y).unwrap().data, 2, "{d}");
-        assert_eq!(s.m.nvm.get(X).unwrap().data, 1, "{d}");
+        assert_eq!(s.m.nvm_word(Y).unwrap().data, 2, "{d}");
+        assert_eq!(s.m.nvm_word(X).unwrap().data, 1, "{d}");
     }
 }
 
@@ -65,7 +65,7 @@ fn fig5_write_collision_uses_undo_and_delay_records() {
             .rev()
             .find(|a| a.word == X && a.kind == pmsim_trace::Access::Store)
             .unwrap();
-    let w = s.m.nvm.get(X).unwrap();
+    let w = s.m.nvm_word(X).unwrap();
     assert_eq!(w.id, last.gid);
     // Thread k wrote k+1 and its store is gid k.
     assert_eq!(w.data, last.gid + 1);
@@ -86,7 +86,7 @@ fn final_nvm(
     let t = Arc::new(pmsim_workloads::generate(w, &p).unwrap().trace);
     let mut s = simulator(&t, cfg, design, true, false).unwrap();
     s.run().unwrap();
-    let mut words: Vec<_> = s.m.nvm.words().collect();
+    let mut words: Vec<_> = s.m.nvm.words().map(|(w, id)| (w, s.m.values.val(w, id))).collect();
     words.sort_unstable_by_key(|x| x.0);
     (words, RunStats::collect(&s))
 }
@@ -224,7 +224,7 @@ fn early_flush_ack_waits_for_the_undo_read_only_when_asked() {
         let flush_y = notes(&s, "flush-early", Y).next().unwrap().time;
         let ack_y = notes(&s, "ack", Y).next().unwrap().time;
         assert_eq!(notes(&s, "undo", Y).count(), 1, "{policy}");
-        assert_eq!(s.m.nvm.get(Y).unwrap().data, 2, "{policy}");
+        assert_eq!(s.m.nvm_word(Y).unwrap().data, 2, "{policy}");
         let st = RunStats::collect(&s);
         assert_eq!(st.design_stats["undo_pm_reads"], 1.0, "{policy}");
         assert!(st.sim_time_ns >= c.pb.flush_ns + c.pm.read_ns, "{policy}: the dfence waited for the undo read");

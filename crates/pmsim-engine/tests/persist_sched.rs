@@ -238,7 +238,7 @@ fn remote_run(broken: bool) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
         while next < todo.len() {
             let (a, new_region) = todo[next];
             let mut line = LineData::new(a);
-            line.set(0, pmsim_trace::WordVal { id: next as u64 + 1, data: 1 });
+            line.set(0, next as u64 + 1);
             if !d.submit_remote(&mut m, 0, line, new_region) {
                 break;
             }

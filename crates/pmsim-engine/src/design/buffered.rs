@@ -730,7 +730,7 @@ impl Buffered {
                     continue;
                 }
                 if u.spec & (1 << i) != 0 {
-                    u.data.set(i, data.words[i]);
+                    u.data.set(i, data.ids[i]);
                     if u.reading {
                         u.fresh |= 1 << i;
                     }
@@ -738,7 +738,7 @@ impl Buffered {
                 } else {
                     // Memory is not speculative here, but keep the record's copy current so a
                     // crash write-back of this line never restores an older value.
-                    u.data.set(i, data.words[i]);
+                    u.data.set(i, data.ids[i]);
                     if u.reading {
                         u.fresh |= 1 << i;
                     }
@@ -764,11 +764,7 @@ impl Buffered {
         };
         for i in 0..8 {
             if u.fresh & (1 << i) == 0 {
-                let w = if old.mask & (1 << i) != 0 {
-                    old.words[i]
-                } else {
-                    pmsim_trace::WordVal { id: pmsim_trace::INITIAL_ID, data: 0 }
-                };
+                let w = if old.mask & (1 << i) != 0 { old.ids[i] } else { pmsim_trace::INITIAL_ID };
                 u.data.set(i, w);
             }
         }
@@ -1055,7 +1051,7 @@ impl super::Design for Buffered {
                 let mut d = LineData::new(r.line);
                 for i in 0..8 {
                     if words & (1 << i) != 0 {
-                        d.set(i, r.data.words[i]);
+                        d.set(i, r.data.ids[i]);
                     }
                 }
                 out.push(d);

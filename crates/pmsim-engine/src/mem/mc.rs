@@ -542,11 +542,10 @@ impl<R: Copy> Mc<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pmsim_trace::WordVal;
 
     fn line(id: u64) -> LineData {
         let mut d = LineData::new(0x1_0000_0000);
-        d.set(0, WordVal { id, data: id });
+        d.set(0, id);
         d
     }
 
@@ -559,7 +558,7 @@ mod tests {
         let mut mc: Mc<u32> = Mc::new(&cfg);
         let other = |id| {
             let mut d = LineData::new(0x2_0000_0000 + id * 64);
-            d.set(0, WordVal { id, data: id });
+            d.set(0, id);
             d
         };
         let mut nvm = Nvm::default();
@@ -578,6 +577,6 @@ mod tests {
             let t = e.done;
             mc.complete(t, Some(&mut nvm), &mut acc);
         }
-        assert_eq!(nvm.get(0x1_0000_0000).unwrap().id, 3, "the newest write wins");
+        assert_eq!(nvm.get(0x1_0000_0000), Some(3), "the newest write wins");
     }
 }

@@ -36,7 +36,7 @@ use crate::config::{ns, Config};
 use crate::design::{Design, RemoteSubmit};
 use crate::machine::{DesignEv, Machine, StallCause};
 use crate::mem::nvm::{word_index, LineData};
-use pmsim_trace::{Event, Kind, WordVal, LINE_BYTES};
+use pmsim_trace::{Event, Kind, LINE_BYTES};
 use serde::Serialize;
 use std::collections::VecDeque;
 
@@ -127,7 +127,7 @@ impl Region {
         let hi = (self.addr + self.len).min(line + LINE_BYTES);
         let mut w = lo & !7;
         while w < hi {
-            d.set(word_index(w), WordVal { id: self.gid, data: 0 });
+            d.set(word_index(w), self.gid);
             w += 8;
         }
         d
@@ -370,7 +370,7 @@ impl Net {
                     let mut w = lo & !7;
                     while w < hi {
                         let line = w & !(LINE_BYTES - 1);
-                        m.coherent.line_mut(line).set(word_index(w), WordVal { id: r.gid, data: 0 });
+                        m.coherent.line_mut(line).set(word_index(w), r.gid);
                         if let Some(log) = &mut m.coherent_written {
                             log.push(line);
                         }
