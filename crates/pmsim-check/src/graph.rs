@@ -19,7 +19,7 @@ use crate::error::CheckError;
 use crate::model::Model;
 use crate::verdict::EdgeRule;
 use pmsim_trace::{Access, Kind, RunRecord, Trace, WordAccess, WORD_BYTES};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 pub(crate) type NodeId = u32;
 
@@ -64,6 +64,9 @@ pub(crate) struct Graph {
     pub threads: usize,
     pub nodes: Vec<Node>,
     pub gid_node: FxHashMap<u64, NodeId>,
+    /// `gid_node` as an array by gid (`NO_NODE`: none) when gids are dense, else empty: the
+    /// incremental checker looks up every word change's store.
+    dense_node: Vec<NodeId>,
     /// Word addresses by word index, and the reverse map.
     pub words: Vec<u64>,
     pub word_idx: FxHashMap<u64, u32>,
@@ -137,6 +140,61 @@ struct Ev {
     size: u8,
 }
 
+/// The trace's events by gid, with a dense slot per event for the build's per-event tables.
+/// Trace readers and generators number events 0..n, so a gid is its own slot (an array index
+/// instead of a hash lookup per record entry); a sparse numbering gets slots through one map.
+struct Events {
+    ranks: Option<FxHashMap<u64, u32>>,
+    evs: Vec<Option<Ev>>,
+}
+
+impl Events {
+    fn new(trace: &Trace) -> Events {
+        let n: usize = trace.threads.iter().map(|s| s.events.len()).sum();
+        let max = trace.threads.iter().flat_map(|s| s.events.iter().map(|e| e.gid)).max();
+        match max {
+            Some(m) if m >= 2 * n as u64 + 1024 => Events { ranks: Some(FxHashMap::default()), evs: Vec::new() },
+            _ => Events { ranks: None, evs: (0..max.map_or(0, |m| m + 1)).map(|_| None).collect() },
+        }
+    }
+
+    /// Adds an event; `false` if its gid is already taken.
+    fn insert(&mut self, gid: u64, ev: Ev) -> bool {
+        match &mut self.ranks {
+            None => {
+                let slot = &mut self.evs[gid as usize];
+                slot.is_none() && slot.replace(ev).is_none()
+            }
+            Some(r) => {
+                let next = self.evs.len() as u32;
+                if *r.entry(gid).or_insert(next) != next {
+                    return false;
+                }
+                self.evs.push(Some(ev));
+                true
+            }
+        }
+    }
+
+    /// The event's slot, if the trace has it.
+    fn slot(&self, gid: u64) -> Option<usize> {
+        match &self.ranks {
+            None => self.evs.get(gid as usize).and_then(|e| e.as_ref()).map(|_| gid as usize),
+            Some(r) => r.get(&gid).map(|&s| s as usize),
+        }
+    }
+
+    fn get(&self, gid: u64) -> Option<&Ev> {
+        self.slot(gid).and_then(|s| self.evs[s].as_ref())
+    }
+
+    fn slots(&self) -> usize {
+        self.evs.len()
+    }
+}
+
+const NO_NODE: NodeId = NodeId::MAX;
+
 impl Graph {
     pub fn build(trace: &Trace, record: &RunRecord, model: Model) -> Result<Graph, CheckError> {
         let threads = trace.num_threads();
@@ -144,7 +202,7 @@ impl Graph {
             return Err(CheckError::TooManyThreads(threads));
         }
         // 1. Events and epochs.
-        let mut evs: FxHashMap<u64, Ev> = FxHashMap::default();
+        let mut evs = Events::new(trace);
         let mut nodes: Vec<Node> = Vec::new();
         let mut gid_node: FxHashMap<u64, NodeId> = FxHashMap::default();
         let mut acq_half: FxHashMap<u64, NodeId> = FxHashMap::default();
@@ -160,7 +218,7 @@ impl Graph {
                 starts.push(len as u32);
             };
             for (i, e) in s.events.iter().enumerate() {
-                if evs.insert(e.gid, Ev { thread: t, kind: e.kind, addr: e.addr, size: e.size }).is_some() {
+                if !evs.insert(e.gid, Ev { thread: t, kind: e.kind, addr: e.addr, size: e.size }) {
                     return Err(CheckError::DuplicateGid { gid: e.gid });
                 }
                 if is_node_kind(e.kind, model) {
@@ -241,11 +299,24 @@ impl Graph {
             }
         }
 
+        // The node of each event slot (`NO_NODE`: none), for the per-entry look-ups below.
+        let mut node_of: Vec<NodeId> = vec![NO_NODE; evs.slots()];
+        for (&gid, &n) in &gid_node {
+            if let Some(s) = evs.slot(gid) {
+                node_of[s] = n;
+            }
+        }
+        let node_at = |gid: u64| evs.slot(gid).map(|s| node_of[s]).filter(|&n| n != NO_NODE);
+        // With dense gids, slots are gids.
+        let dense_node = if evs.ranks.is_none() { node_of.clone() } else { Vec::new() };
+
         // 2. Validate the record; gather word accesses (synthesising them for sync events the
         //    record lists only in `syncs`).
         let mut accesses: Vec<WordAccess> = Vec::with_capacity(record.accesses.len());
-        let mut has_access: FxHashSet<u64> = FxHashSet::default();
-        let mut seen_store: FxHashSet<(u64, u64)> = FxHashSet::default();
+        let mut has_access: Vec<bool> = vec![false; evs.slots()];
+        // Per event slot, the words its store accesses wrote so far (bit = word offset from the
+        // event's first word; an event covers at most 33 words).
+        let mut seen_store: Vec<u64> = vec![0; evs.slots()];
         let mut prev = 0u64;
         for (index, a) in record.accesses.iter().enumerate() {
             let list = "accesses";
@@ -253,7 +324,8 @@ impl Graph {
                 return Err(CheckError::TimeNotMonotone { list, index, time: a.time, prev });
             }
             prev = a.time;
-            let ev = evs.get(&a.gid).ok_or(CheckError::UnknownGid { list, index, gid: a.gid })?;
+            let slot = evs.slot(a.gid).ok_or(CheckError::UnknownGid { list, index, gid: a.gid })?;
+            let ev = evs.evs[slot].as_ref().ok_or(CheckError::UnknownGid { list, index, gid: a.gid })?;
             if ev.thread != a.thread as usize {
                 return Err(CheckError::ThreadMismatch {
                     list,
@@ -273,10 +345,14 @@ impl Graph {
             if !words_of(ev.addr, ev.size).any(|w| w == a.word) {
                 return Err(CheckError::WordOutside { index, gid: a.gid, word: a.word, addr: ev.addr, size: ev.size });
             }
-            if a.kind == Access::Store && !seen_store.insert((a.gid, a.word)) {
-                return Err(CheckError::DuplicateStore { index, gid: a.gid, word: a.word });
+            if a.kind == Access::Store {
+                let bit = 1u64 << ((a.word - (ev.addr & !(WORD_BYTES - 1))) / WORD_BYTES);
+                if seen_store[slot] & bit != 0 {
+                    return Err(CheckError::DuplicateStore { index, gid: a.gid, word: a.word });
+                }
+                seen_store[slot] |= bit;
             }
-            has_access.insert(a.gid);
+            has_access[slot] = true;
             accesses.push(*a);
         }
         let mut sync_time: FxHashMap<u64, u64> = FxHashMap::default();
@@ -288,7 +364,8 @@ impl Graph {
                 return Err(CheckError::TimeNotMonotone { list, index, time: s.time, prev });
             }
             prev = s.time;
-            let ev = evs.get(&s.gid).ok_or(CheckError::UnknownGid { list, index, gid: s.gid })?;
+            let slot = evs.slot(s.gid).ok_or(CheckError::UnknownGid { list, index, gid: s.gid })?;
+            let ev = evs.evs[slot].as_ref().ok_or(CheckError::UnknownGid { list, index, gid: s.gid })?;
             if !ev.kind.is_sync() {
                 return Err(CheckError::KindMismatch { list, index, gid: s.gid, kind: ev.kind.name(), what: "a sync" });
             }
@@ -305,7 +382,7 @@ impl Graph {
                 return Err(CheckError::SyncAddr { index, gid: s.gid, addr: s.addr, trace_addr: ev.addr });
             }
             sync_time.insert(s.gid, s.time);
-            if !has_access.contains(&s.gid) {
+            if !has_access[slot] {
                 for w in words_of(ev.addr, ev.size) {
                     if ev.kind.reads() {
                         synth.push(WordAccess {
@@ -334,13 +411,14 @@ impl Graph {
         }
 
         // 3. Node times and store words.
-        let mut store_words_seen: FxHashMap<u64, usize> = FxHashMap::default();
+        // Store accesses per node (a store node is performed once all its words are).
+        let mut store_words_seen: Vec<u32> = vec![0; nodes.len()];
         for a in &accesses {
-            if let Some(&n) = gid_node.get(&a.gid) {
+            if let Some(n) = node_at(a.gid) {
                 let node = &mut nodes[n as usize];
                 node.time = if node.time == u64::MAX { a.time } else { node.time.max(a.time) };
                 if a.kind == Access::Store {
-                    *store_words_seen.entry(a.gid).or_insert(0) += 1;
+                    store_words_seen[n as usize] += 1;
                 }
             }
         }
@@ -353,11 +431,11 @@ impl Graph {
         for (&gid, &h) in &acq_half {
             nodes[h as usize].time = nodes[gid_node[&gid] as usize].time;
         }
-        for node in nodes.iter_mut() {
+        for (n, node) in nodes.iter_mut().enumerate() {
             if node.is_store {
-                let ev = &evs[&node.gid];
+                let Some(ev) = evs.get(node.gid) else { continue };
                 let expected = words_of(ev.addr, ev.size).count();
-                if store_words_seen.get(&node.gid).copied().unwrap_or(0) != expected {
+                if store_words_seen[n] as usize != expected {
                     node.time = u64::MAX; // some word never performed
                 }
             }
@@ -367,7 +445,15 @@ impl Graph {
         let mut words: Vec<u64> = Vec::new();
         let mut word_idx: FxHashMap<u64, u32> = FxHashMap::default();
         let mut word_stores: Vec<Vec<NodeId>> = Vec::new();
-        let mut node_words: Vec<Vec<(u32, u32)>> = vec![Vec::new(); nodes.len()];
+        // Per store node, its (word index, position) pairs (CSR, sized by the store accesses
+        // counted above, filled in access order).
+        let mut sw_start = Vec::with_capacity(nodes.len() + 1);
+        sw_start.push(0u32);
+        for &c in &store_words_seen {
+            sw_start.push(sw_start[sw_start.len() - 1] + c);
+        }
+        let mut sw = vec![(0u32, 0u32); sw_start[nodes.len()] as usize];
+        let mut sw_fill = sw_start.clone();
         let mut edges: Vec<Edge> = Vec::new();
         struct WordState {
             last: Option<(NodeId, u16)>,
@@ -377,7 +463,7 @@ impl Graph {
         let mut wstate: Vec<WordState> = Vec::new();
         let conflicts = model.conflicts();
         for a in &accesses {
-            let Some(&n) = gid_node.get(&a.gid) else { continue };
+            let Some(n) = node_at(a.gid) else { continue };
             let wi = *word_idx.entry(a.word).or_insert_with(|| {
                 words.push(a.word);
                 word_stores.push(Vec::new());
@@ -390,7 +476,8 @@ impl Graph {
                 Access::Store => {
                     let pos = word_stores[wi as usize].len() as u32;
                     word_stores[wi as usize].push(n);
-                    node_words[n as usize].push((wi, pos));
+                    sw[sw_fill[n as usize] as usize] = (wi, pos);
+                    sw_fill[n as usize] += 1;
                     if let Some((p, pt)) = ws.last {
                         if p != n {
                             edges.push((p, n, EdgeRule::Spa));
@@ -516,13 +603,6 @@ impl Graph {
         };
         let (out_start, out) = csr(&|e| (e.0, e.1));
         let (in_start, inn) = csr(&|e| (e.1, e.0));
-        let mut sw_start = Vec::with_capacity(nodes.len() + 1);
-        let mut sw = Vec::new();
-        sw_start.push(0u32);
-        for nw in &node_words {
-            sw.extend_from_slice(nw);
-            sw_start.push(sw.len() as u32);
-        }
 
         // 6. Processing order and dfences.
         let mut order: Vec<NodeId> =
@@ -549,7 +629,7 @@ impl Graph {
         let mut dfences = Vec::new();
         for (index, &(gid, time)) in record.dfences.iter().enumerate() {
             let Some(&(thread, boundary, prog)) = dfence_boundary.get(&gid) else {
-                let kind = evs.get(&gid).map(|e| e.kind.name());
+                let kind = evs.get(gid).map(|e| e.kind.name());
                 return Err(match kind {
                     Some(kind) => {
                         CheckError::KindMismatch { list: "dfences", index, gid, kind, what: "a dfence completion" }
@@ -571,6 +651,7 @@ impl Graph {
             threads,
             nodes,
             gid_node,
+            dense_node,
             words,
             word_idx,
             word_stores,
@@ -585,6 +666,14 @@ impl Graph {
             order,
             dfences,
         })
+    }
+
+    /// The node of event `gid`, if it is one.
+    pub fn node_of(&self, gid: u64) -> Option<NodeId> {
+        if self.dense_node.is_empty() {
+            return self.gid_node.get(&gid).copied();
+        }
+        self.dense_node.get(gid as usize).copied().filter(|&n| n != NO_NODE)
     }
 
     /// An acquire-rule edge into a node that is not a store: a link of an epoch's acquire chain

@@ -150,8 +150,8 @@ impl Incremental {
         if id == INITIAL_ID {
             return Shown::Initial;
         }
-        match self.g.gid_node.get(&id) {
-            Some(&n) => match self.g.store_words(n).iter().find(|(w, _)| *w == wi) {
+        match self.g.node_of(id) {
+            Some(n) => match self.g.store_words(n).iter().find(|(w, _)| *w == wi) {
                 Some(&(_, pos)) => Shown::Store(n, pos),
                 None => Shown::Bogus,
             },

@@ -153,6 +153,8 @@ pub fn run(req: &Request) -> Result<Report, String> {
         piece_runs: 0,
     };
     let mut sim = simulator(req, true)?;
+    // The sweep tracks data for the images; its record would repeat the reference run's.
+    sim.m.record = None;
     rep.setup_seconds = start.elapsed().as_secs_f64();
     let mut tracker = ImageTracker::new();
     let mut inc = checker.incremental();

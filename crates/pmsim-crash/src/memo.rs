@@ -44,8 +44,9 @@ struct Dfences {
     completed: usize,
     /// Bit `gid` set: that dfence completed at or before the current instant.
     done: Vec<u64>,
-    /// gid -> completion time.
-    at: FxHashMap<u64, u64>,
+    /// gid -> completion time: by gid when gids are dense enough (a recovery asks once per logged
+    /// operation, so this is on the hot path), else hashed.
+    at: CompletionTimes,
 }
 
 impl Dfences {
@@ -55,7 +56,43 @@ impl Dfences {
 
     /// When `gid` completes (`u64::MAX`: never).
     fn completion(&self, gid: u64) -> u64 {
-        self.at.get(&gid).copied().unwrap_or(u64::MAX)
+        match &self.at {
+            CompletionTimes::Dense(v) => v.get(gid as usize).copied().unwrap_or(u64::MAX),
+            CompletionTimes::Sparse(m) => m.get(&gid).copied().unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// Completion time per dfence gid (`u64::MAX`: never).
+enum CompletionTimes {
+    Dense(Vec<u64>),
+    Sparse(FxHashMap<u64, u64>),
+}
+
+impl CompletionTimes {
+    /// Gids above this use the hash map (a hand-written trace may number events sparsely).
+    const DENSE_LIMIT: u64 = 1 << 24;
+
+    /// `by_time`: (completion time, gid) sorted; the first completion of a gid counts.
+    fn new(by_time: &[(u64, u64)]) -> CompletionTimes {
+        let max = by_time.iter().map(|&(_, gid)| gid).max();
+        match max {
+            Some(m) if m >= Self::DENSE_LIMIT => {
+                let mut at = FxHashMap::default();
+                for &(ct, gid) in by_time {
+                    at.entry(gid).or_insert(ct);
+                }
+                CompletionTimes::Sparse(at)
+            }
+            _ => {
+                let mut at = vec![u64::MAX; max.map_or(0, |m| m as usize + 1)];
+                for &(ct, gid) in by_time {
+                    let slot = &mut at[gid as usize];
+                    *slot = (*slot).min(ct);
+                }
+                CompletionTimes::Dense(at)
+            }
+        }
     }
 }
 
@@ -255,10 +292,7 @@ impl RecoveryMemo {
         let mut by_time: Vec<(u64, u64)> = dfences.iter().map(|&(gid, ct)| (ct, gid)).collect();
         by_time.sort_unstable();
         let words = dfences.iter().map(|&(gid, _)| gid / 64 + 1).max().unwrap_or(0);
-        let mut at = FxHashMap::default();
-        for &(ct, gid) in &by_time {
-            at.entry(gid).or_insert(ct);
-        }
+        let at = CompletionTimes::new(&by_time);
         RecoveryMemo {
             dfences: Dfences { by_time, completed: 0, done: vec![0; words as usize], at },
             cache: Cache::default(),
