@@ -1,6 +1,6 @@
 //! The predecessor set of one node, in a form that makes union and durability checks cheap.
 //!
-//! `Pred(n) ∩ PM stores = { performed PM stores of thread u at positions < c[u] } ∪ base ∪ ind`,
+//! `Pred(n) ∩ PM stores = { performed PM stores of thread u at positions < c[u] } ∪ bases ∪ ind`,
 //! where a position is the index in the thread's node list (program order). The prefix part is
 //! what barriers give (every earlier epoch) and, under RP, what the release rule gives (a release
 //! follows every store before it in its epoch); it stays exact as time advances: a store inside
@@ -10,15 +10,16 @@
 //! that writes one word and is followed on that word by another member is dropped: its
 //! durability is implied by the later one's.
 //!
-//! `base` exists for the x86 model, where program order orders nothing and no prefix covers the
-//! flushed stores: a fence point's set holds every flushed word individually and every later
-//! store of its thread inherits it. Copying it into each node would cost O(nodes × flushed
-//! words); instead the large part of a set is an immutable [`Base`] shared by reference, and
-//! `ind` (itself shared until written) stays small: once it outgrows `share_at`, it is folded
-//! into a new base. Each base remembers the ids of the bases it was built from (`anc`), so
-//! merging a set whose base is an ancestor of this one's (a store's line predecessor from an
-//! earlier fence) costs nothing. Invariant: `ind ∩ base = ∅`. Under the other models bases are
-//! never created and the representation is exactly the prefix plus `ind`.
+//! `bases` exist for the x86 model, where program order orders nothing and no prefix covers
+//! the flushed stores: a fence point's set holds every flushed word individually and every
+//! later store of its thread inherits it. Copying it into each node would cost O(nodes ×
+//! flushed words); instead the large part of a set is a few immutable [`Base`]s shared by
+//! reference, and `ind` (itself shared until written) stays small: once a fence point's
+//! outgrows `share_at`, it is folded with the bases into one new base. Each base remembers the
+//! ids of the bases it was built from (`anc`), so merging a set whose base is an ancestor of
+//! this one's (a store's line predecessor from an earlier fence) costs nothing. Invariant:
+//! `ind ∩ bases = ∅`. Under the other models no base is ever created and the representation
+//! is exactly the prefix plus `ind`.
 
 use crate::graph::{Graph, NodeId};
 use crate::model::Model;
@@ -68,25 +69,40 @@ pub(crate) struct Req {
     prune_at: u32,
 }
 
+#[cfg(not(test))]
 const PRUNE_AT: usize = 16;
-
 /// More unrelated bases than this (sets reaching many threads' fence points) are folded into
 /// one.
+#[cfg(not(test))]
 const MAX_BASES: usize = 8;
-
 /// A fence point folds `ind` into a new base once it is longer than this: balances copying
 /// `ind` (when a store adds to the set it inherits) against rebuilding the base (O(base) every
 /// `share_at` insertions). Other nodes fold only past `FOLD_ANYWHERE` times this: folding where
 /// many nodes inherit one set would build one equal base per node.
+#[cfg(not(test))]
 fn share_at(base_len: usize) -> usize {
     (base_len as f64).sqrt() as usize + 48
+}
+// Small thresholds for the crate's own tests, so small traces exercise every path.
+#[cfg(test)]
+const PRUNE_AT: usize = 4;
+#[cfg(test)]
+const MAX_BASES: usize = 3;
+#[cfg(test)]
+fn share_at(base_len: usize) -> usize {
+    (base_len as f64).sqrt() as usize / 4 + 2
 }
 
 const FOLD_ANYWHERE: usize = 4;
 
 impl Req {
     pub fn empty(threads: usize) -> Req {
-        Req { c: vec![0; threads].into_boxed_slice(), bases: Vec::new(), ind: Arc::default(), prune_at: PRUNE_AT as u32 }
+        Req {
+            c: vec![0; threads].into_boxed_slice(),
+            bases: Vec::new(),
+            ind: Arc::default(),
+            prune_at: PRUNE_AT as u32,
+        }
     }
 
     /// Every member of the set except the prefix part (bases first, then `ind`); a store in two
@@ -169,21 +185,9 @@ impl Req {
         if new.is_empty() {
             return false;
         }
-        let ind = Arc::make_mut(&mut self.ind);
-        let old = std::mem::take(ind);
-        ind.reserve(old.len() + new.len());
-        let (mut a, mut b) = (old.iter().peekable(), new.iter().peekable());
-        while let (Some(&&x), Some(&&y)) = (a.peek(), b.peek()) {
-            if x < y {
-                ind.push(x);
-                a.next();
-            } else {
-                ind.push(y);
-                b.next();
-            }
-        }
-        ind.extend(a);
-        ind.extend(b);
+        let mut merged = Vec::new();
+        merge_sorted(&self.ind, &new, &mut merged);
+        self.ind = Arc::new(merged);
         if self.ind.len() <= self.prune_at as usize {
             return true;
         }
@@ -280,6 +284,21 @@ impl Req {
     }
 }
 
+/// `out = a ∪ b` for sorted, duplicate-free lists.
+fn merge_sorted(a: &[NodeId], b: &[NodeId], out: &mut Vec<NodeId>) {
+    out.clear();
+    out.reserve(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        out.push(x.min(y));
+        i += (x <= y) as usize;
+        j += (y <= x) as usize;
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+}
+
 /// Removes from sorted `set` each one-word store that a later member to that word supersedes.
 /// Uses a per-thread scratch array indexed by word (reset after use), so a prune costs
 /// O(|set|) without hashing.
@@ -313,12 +332,12 @@ fn prune_superseded(set: &mut Vec<NodeId>, g: &Graph) {
 impl Base {
     /// The pruned union of sorted `parts`, including the bases `from`.
     fn union(from: &[&Base], parts: &[&[NodeId]], g: &Graph) -> Base {
-        let mut ids: Vec<NodeId> = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+        let mut ids: Vec<NodeId> = Vec::new();
+        let mut tmp: Vec<NodeId> = Vec::new();
         for p in parts {
-            ids.extend_from_slice(p);
+            merge_sorted(&ids, p, &mut tmp);
+            std::mem::swap(&mut ids, &mut tmp);
         }
-        ids.sort(); // sorted runs: merged in O(len × log(runs))
-        ids.dedup();
         prune_superseded(&mut ids, g);
         let mut anc: Vec<u64> = Vec::new();
         for b in from {
