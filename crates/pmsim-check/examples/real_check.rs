@@ -2,6 +2,10 @@
 //!
 //! `cargo run --release -p pmsim-check --example real_check WORKLOAD DESIGN [random N | every] [k=v ...] [--recovery]`
 //!
+//! WORKLOAD may be `trace:PATH` (a trace file, text or binary, e.g. one recorded with
+//! `pmsim trace c++`), and `model=ep|rp|strict|x86` checks against that model instead of the
+//! design's.
+//!
 //! Does what `pmsim-crash` does (a recorded full run builds the checker; a second run stops at
 //! each crash instant, follows the crash image with `ImageTracker` and checks it with
 //! `Incremental`) but times each phase separately: building the checker, advancing the
@@ -42,6 +46,7 @@ fn main() {
     let mut p = std::collections::BTreeMap::new();
     let mut recovery = false;
     let mut fast_done = false;
+    let mut model_override: Option<Model> = None;
     while let Some(kv) = a.get(rest) {
         rest += 1;
         if kv == "--recovery" || kv == "--recovery-fast" {
@@ -50,14 +55,23 @@ fn main() {
             continue;
         }
         let (k, v) = kv.split_once('=').expect("k=v");
-        if k.contains('.') {
+        if k == "model" {
+            model_override = Some(Model::from_name(v).expect("model: ep, rp, strict or x86"));
+        } else if k.contains('.') {
             cfg.set(k, v).expect("config");
         } else {
             p.insert(k.to_string(), v.to_string());
         }
     }
-    let g = pmsim_workloads::generate(&w, &p).expect("workload");
-    let trace = Arc::new(g.trace);
+    let (trace, recovery_check) = match w.strip_prefix("trace:") {
+        Some(path) => (pmsim_trace::binary::read_any(std::path::Path::new(path)).expect("trace"), None),
+        None => {
+            let g = pmsim_workloads::generate(&w, &p).expect("workload");
+            (g.trace, Some(g.recovery))
+        }
+    };
+    let trace = Arc::new(trace);
+    let recovery = recovery && recovery_check.is_some();
 
     let t0 = Instant::now();
     let mut full = sim(&trace, &d, &cfg);
@@ -69,6 +83,7 @@ fn main() {
         Promise::Rp => Model::Rp,
         Promise::All | Promise::Strict => Model::Strict,
     };
+    let model = model_override.unwrap_or(model);
     drop(full);
     let first_run = t0.elapsed();
     let t1 = Instant::now();
@@ -115,7 +130,7 @@ fn main() {
             let slow = |gid: u64| dfences.iter().any(|&(g, ct)| g == gid && ct <= t);
             let fast = |gid: u64| dfence_time.get(&gid).is_some_and(|&ct| ct <= t);
             let done: &dyn Fn(u64) -> bool = if fast_done { &fast } else { &slow };
-            rec_fail += g.recovery.check(&img, done).is_err() as u64;
+            rec_fail += recovery_check.as_ref().is_some_and(|r| r.check(&img, done).is_err()) as u64;
             t_rec += c.elapsed();
         }
     };

@@ -81,6 +81,9 @@ impl Closure {
                 u
             })
             .merge_node(&r, x, &g);
+        if !node.is_store {
+            r.settle(&g);
+        }
         self.reqs[x as usize] = r;
 
         let mut roots = Vec::new();

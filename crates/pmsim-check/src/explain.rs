@@ -102,8 +102,9 @@ impl Incremental {
                     cands.extend(found);
                 }
             }
-            cands.extend(r.ind.iter().copied().filter(|&p| self.agg.nd[p as usize] > 0));
+            cands.extend(r.members().filter(|&p| self.agg.nd[p as usize] > 0));
             cands.sort_unstable_by_key(|&p| g.nodes[p as usize].gid);
+            cands.dedup(); // a store may be in two shared bases (x86)
             for p in cands {
                 if reported.contains(&p) || out.len() >= MAX_VIOLATIONS {
                     continue;

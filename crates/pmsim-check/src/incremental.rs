@@ -19,6 +19,7 @@ use crate::graph::{Graph, NodeId};
 use crate::req::Req;
 use crate::verdict::Verdict;
 use pmsim_trace::INITIAL_ID;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -53,6 +54,10 @@ pub(crate) struct Agg {
     pub need: Vec<BTreeMap<u32, u32>>,
     pub req_count: Vec<u32>,
     pub bad_ind: u64,
+    /// How many visible stores' sets share each base (by [`crate::req::Base::key`]): a base's
+    /// members are counted in `req_count` once while any visible store uses it, so stores that
+    /// inherit one fence point's set (x86) cost O(their own `ind`), not O(base).
+    pub base_users: FxHashMap<u64, u32>,
 }
 
 impl Agg {
@@ -71,7 +76,27 @@ impl Agg {
                 }
             }
         }
-        for &p in &r.ind {
+        for b in &r.bases {
+            let users = self.base_users.entry(b.key()).or_insert(0);
+            let first_or_last = if add {
+                *users += 1;
+                *users == 1
+            } else {
+                *users -= 1;
+                *users == 0
+            };
+            if first_or_last {
+                if !add {
+                    self.base_users.remove(&b.key());
+                }
+                self.count(&b.ids, add);
+            }
+        }
+        self.count(&r.ind, add);
+    }
+
+    fn count(&mut self, members: &[NodeId], add: bool) {
+        for &p in members {
             let bad = self.nd[p as usize] > 0;
             if add {
                 self.req_count[p as usize] += 1;
@@ -139,6 +164,7 @@ impl Incremental {
                 need: vec![BTreeMap::new(); t],
                 req_count: vec![0; n],
                 bad_ind: 0,
+                base_users: FxHashMap::default(),
             },
             dreq: vec![None; t],
             changed: Vec::new(),
@@ -292,9 +318,10 @@ impl Incremental {
                     }
                     seen.push(*z);
                     if self.in_v(*z) {
-                        self.agg.contribute(old, false);
+                        // New set first: old and new often share a base, which then stays counted.
                         let Src::Dynamic(cl) = &self.src else { unreachable!() };
                         self.agg.contribute(cl.req(*z), true);
+                        self.agg.contribute(old, false);
                     }
                 }
                 self.changed = changed;

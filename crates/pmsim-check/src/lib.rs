@@ -28,6 +28,8 @@ pub mod litmus;
 mod model;
 pub mod remote;
 mod req;
+#[cfg(test)]
+mod req_tests;
 mod verdict;
 mod x86;
 

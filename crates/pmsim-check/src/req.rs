@@ -1,32 +1,122 @@
 //! The predecessor set of one node, in a form that makes union and durability checks cheap.
 //!
-//! `Pred(n) ∩ PM stores = { performed PM stores of thread u at positions < c[u] } ∪ ind`, where
-//! a position is the index in the thread's node list (program order). The prefix part is what
-//! barriers give (every earlier epoch) and, under RP, what the release rule gives (a release
+//! `Pred(n) ∩ PM stores = { performed PM stores of thread u at positions < c[u] } ∪ bases ∪ ind`,
+//! where a position is the index in the thread's node list (program order). The prefix part is
+//! what barriers give (every earlier epoch) and, under RP, what the release rule gives (a release
 //! follows every store before it in its epoch); it stays exact as time advances: a store inside
 //! the prefix that performs later is ordered before `n` by that barrier or release. `ind` holds
 //! the few individual stores reached through conflict, SPA or sync edges beyond the prefix, so a
 //! partially persisted boundary epoch is never over-required. A store in `ind`
 //! that writes one word and is followed on that word by another member is dropped: its
 //! durability is implied by the later one's.
+//!
+//! `bases` exist for the x86 model, where program order orders nothing and no prefix covers
+//! the flushed stores: a fence point's set holds every flushed word individually and every
+//! later store of its thread inherits it. Copying it into each node would cost O(nodes ×
+//! flushed words); instead the large part of a set is a few immutable [`Base`]s shared by
+//! reference, and `ind` (itself shared until written) stays small: once a fence point's
+//! outgrows `share_at`, it is folded with the bases into one new base. Each base remembers the
+//! ids of the bases it was built from (`anc`), so merging a set whose base is an ancestor of
+//! this one's (a store's line predecessor from an earlier fence) costs nothing. Invariant:
+//! `ind ∩ bases = ∅`. Under the other models no base is ever created and the representation
+//! is exactly the prefix plus `ind`.
 
 use crate::graph::{Graph, NodeId};
+use crate::model::Model;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// An immutable, sorted, shared part of one or more predecessor sets.
+#[derive(Debug)]
+pub(crate) struct Base {
+    pub ids: Box<[NodeId]>,
+    /// Unique while the process runs (never reported, so its value does not affect results).
+    id: u64,
+    /// Ids of bases this one includes (up to pruning: a dropped store's durability is implied by
+    /// a kept one), most recent first, at most [`MAX_ANC`].
+    anc: Box<[u64]>,
+}
+
+const MAX_ANC: usize = 64;
+
+static NEXT_BASE: AtomicU64 = AtomicU64::new(1);
+
+impl Base {
+    fn contains(&self, p: NodeId) -> bool {
+        self.ids.binary_search(&p).is_ok()
+    }
+
+    /// Whether this base includes `other` (up to pruning).
+    fn includes(&self, other: &Base) -> bool {
+        self.id == other.id || self.anc.contains(&other.id)
+    }
+
+    /// Identity for counting distinct bases (see `incremental::Agg`).
+    pub fn key(&self) -> u64 {
+        self.id
+    }
+}
 
 #[derive(Clone, Debug)]
 pub(crate) struct Req {
     pub c: Box<[u32]>,
-    pub ind: Vec<NodeId>,
+    /// Shared parts, none including another (x86 only; empty under the other models).
+    pub bases: Vec<Arc<Base>>,
+    pub ind: Arc<Vec<NodeId>>,
     /// Prune when `ind` grows past this. It doubles over what a prune leaves, so a set that
     /// prunes little (stores of distinct words, multi-word stores) costs amortised O(1) pruning
     /// per insertion instead of a full prune per insertion.
     prune_at: u32,
 }
 
+#[cfg(not(test))]
 const PRUNE_AT: usize = 16;
+/// More unrelated bases than this (sets reaching many threads' fence points) are folded into
+/// one.
+#[cfg(not(test))]
+const MAX_BASES: usize = 8;
+/// A fence point folds `ind` into a new base once it is longer than this: balances copying
+/// `ind` (when a store adds to the set it inherits) against rebuilding the base (O(base) every
+/// `share_at` insertions). Other nodes fold only past `FOLD_ANYWHERE` times this: folding where
+/// many nodes inherit one set would build one equal base per node.
+#[cfg(not(test))]
+fn share_at(base_len: usize) -> usize {
+    (base_len as f64).sqrt() as usize + 48
+}
+// Small thresholds for the crate's own tests, so small traces exercise every path.
+#[cfg(test)]
+const PRUNE_AT: usize = 4;
+#[cfg(test)]
+const MAX_BASES: usize = 3;
+#[cfg(test)]
+fn share_at(base_len: usize) -> usize {
+    (base_len as f64).sqrt() as usize / 4 + 2
+}
+
+const FOLD_ANYWHERE: usize = 4;
 
 impl Req {
     pub fn empty(threads: usize) -> Req {
-        Req { c: vec![0; threads].into_boxed_slice(), ind: Vec::new(), prune_at: PRUNE_AT as u32 }
+        Req {
+            c: vec![0; threads].into_boxed_slice(),
+            bases: Vec::new(),
+            ind: Arc::default(),
+            prune_at: PRUNE_AT as u32,
+        }
+    }
+
+    /// Every member of the set except the prefix part (bases first, then `ind`); a store in two
+    /// bases is listed twice.
+    pub fn members(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.bases.iter().flat_map(|b| b.ids.iter().copied()).chain(self.ind.iter().copied())
+    }
+
+    fn same_bases(&self, other: &Req) -> bool {
+        self.bases.len() == other.bases.len() && self.bases.iter().zip(&other.bases).all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+
+    fn in_bases(&self, p: NodeId) -> bool {
+        self.bases.iter().any(|b| b.contains(p))
     }
 
     /// `self ∪= src`; true if the representation changed.
@@ -38,18 +128,100 @@ impl Req {
                 grew = true;
             }
         }
-        if grew {
+        if grew && !self.ind.is_empty() {
             let c = &self.c;
-            self.ind.retain(|&p| {
-                let n = &g.nodes[p as usize];
+            let keep = |p: &NodeId| {
+                let n = &g.nodes[*p as usize];
                 n.pos >= c[n.thread as usize]
-            });
+            };
+            if !self.ind.iter().all(keep) {
+                Arc::make_mut(&mut self.ind).retain(keep);
+            }
         }
-        let mut added = false;
-        for &p in &src.ind {
-            added |= self.add(p, g);
+        let mut added = self.merge_bases(src, g);
+        let same_base = self.same_bases(src);
+        if same_base && Arc::ptr_eq(&self.ind, &src.ind) {
+            return grew || added;
+        }
+        if g.model == Model::X86 && same_base && self.ind.is_empty() && !src.ind.is_empty() {
+            let c = &self.c;
+            if src.ind.iter().all(|&p| g.nodes[p as usize].pos >= c[g.nodes[p as usize].thread as usize]) {
+                // An inherited set (a store after its fence point): share it until written.
+                self.ind = src.ind.clone();
+                self.prune_at = src.prune_at;
+                return true;
+            }
+        }
+        if g.model == Model::X86 {
+            added |= self.merge_ind(&src.ind, g);
+        } else {
+            for &p in src.ind.iter() {
+                added |= self.add(p, g);
+            }
         }
         grew || added
+    }
+
+    /// `ind ∪= src` (members of another set's `ind`) in one pass over both sorted lists; the
+    /// result is the one [`Req::add`] would give up to when pruning happens. True if some store
+    /// of `src` is new and kept.
+    fn merge_ind(&mut self, src: &[NodeId], g: &Graph) -> bool {
+        let mut new: Vec<NodeId> = Vec::new();
+        let mine = &self.ind;
+        let mut i = 0;
+        for &p in src {
+            while i < mine.len() && mine[i] < p {
+                i += 1;
+            }
+            if i < mine.len() && mine[i] == p {
+                continue;
+            }
+            let n = &g.nodes[p as usize];
+            if n.pos < self.c[n.thread as usize] || self.in_bases(p) {
+                continue;
+            }
+            new.push(p);
+        }
+        if new.is_empty() {
+            return false;
+        }
+        let mut merged = Vec::new();
+        merge_sorted(&self.ind, &new, &mut merged);
+        self.ind = Arc::new(merged);
+        if self.ind.len() <= self.prune_at as usize {
+            return true;
+        }
+        self.prune(g);
+        self.prune_at = (2 * self.ind.len()).max(PRUNE_AT) as u32;
+        let kept = new.iter().any(|p| self.ind.binary_search(p).is_ok());
+        if self.ind.len() > FOLD_ANYWHERE * share_at(self.bases_len()) {
+            self.fold(g);
+        }
+        kept
+    }
+
+    /// `self.bases ∪= src.bases`; true if it changed.
+    fn merge_bases(&mut self, src: &Req, g: &Graph) -> bool {
+        if self.same_bases(src) {
+            return false;
+        }
+        let mut changed = false;
+        for b in &src.bases {
+            if self.bases.iter().any(|a| a.includes(b)) {
+                continue;
+            }
+            // `b` replaces the bases it includes (earlier folds of the same fence points).
+            self.bases.retain(|a| !b.includes(a));
+            if self.ind.iter().any(|&p| b.contains(p)) {
+                Arc::make_mut(&mut self.ind).retain(|&p| !b.contains(p));
+            }
+            self.bases.push(b.clone());
+            changed = true;
+        }
+        if self.bases.len() > MAX_BASES {
+            self.fold(g);
+        }
+        changed
     }
 
     /// Adds one PM store (ignored if not a PM store or already covered); true if it changed.
@@ -60,16 +232,44 @@ impl Req {
         }
         match self.ind.binary_search(&p) {
             Ok(_) => false,
+            Err(_) if self.in_bases(p) => false,
             Err(i) => {
-                self.ind.insert(i, p);
+                Arc::make_mut(&mut self.ind).insert(i, p);
                 if self.ind.len() > self.prune_at as usize {
                     self.prune(g);
                     self.prune_at = (2 * self.ind.len()).max(PRUNE_AT) as u32;
-                    return self.ind.binary_search(&p).is_ok();
+                    let kept = self.ind.binary_search(&p).is_ok();
+                    if g.model == Model::X86 && self.ind.len() > FOLD_ANYWHERE * share_at(self.bases_len()) {
+                        self.fold(g);
+                    }
+                    return kept;
                 }
                 true
             }
         }
+    }
+
+    fn bases_len(&self) -> usize {
+        self.bases.iter().map(|b| b.ids.len()).sum()
+    }
+
+    /// Called on a node whose set later nodes inherit (an x86 fence point): makes the set cheap
+    /// to inherit by folding a long `ind` into a shared base.
+    pub fn settle(&mut self, g: &Graph) {
+        if g.model == Model::X86 && self.ind.len() > share_at(self.bases_len()) {
+            self.fold(g);
+        }
+    }
+
+    /// Moves the bases and `ind` into one new base.
+    fn fold(&mut self, g: &Graph) {
+        let ind = std::mem::take(&mut self.ind);
+        let from: Vec<&Base> = self.bases.iter().map(|b| &**b).collect();
+        let mut parts: Vec<&[NodeId]> = from.iter().map(|b| &b.ids[..]).collect();
+        parts.push(&ind);
+        let base = Arc::new(Base::union(&from, &parts, g));
+        self.bases = vec![base];
+        self.prune_at = PRUNE_AT as u32;
     }
 
     /// `self ∪= src ∪ {n}`.
@@ -80,16 +280,79 @@ impl Req {
     }
 
     fn prune(&mut self, g: &Graph) {
-        let mut maxpos: rustc_hash::FxHashMap<u32, u32> = Default::default();
-        for &p in &self.ind {
+        prune_superseded(Arc::make_mut(&mut self.ind), g);
+    }
+}
+
+/// `out = a ∪ b` for sorted, duplicate-free lists.
+fn merge_sorted(a: &[NodeId], b: &[NodeId], out: &mut Vec<NodeId>) {
+    out.clear();
+    out.reserve(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        out.push(x.min(y));
+        i += (x <= y) as usize;
+        j += (y <= x) as usize;
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+}
+
+/// Removes from sorted `set` each one-word store that a later member to that word supersedes.
+/// Uses a per-thread scratch array indexed by word (reset after use), so a prune costs
+/// O(|set|) without hashing.
+fn prune_superseded(set: &mut Vec<NodeId>, g: &Graph) {
+    thread_local! {
+        static MAXPOS: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    MAXPOS.with_borrow_mut(|maxpos| {
+        if maxpos.len() < g.words.len() {
+            maxpos.resize(g.words.len(), 0);
+        }
+        // maxpos[w] = 1 + the latest position on w among members (0: none).
+        for &p in set.iter() {
             for &(w, pos) in g.store_words(p) {
-                let m = maxpos.entry(w).or_insert(pos);
-                *m = (*m).max(pos);
+                let m = &mut maxpos[w as usize];
+                *m = (*m).max(pos + 1);
             }
         }
-        self.ind.retain(|&p| match g.store_words(p) {
-            [(w, pos)] => maxpos.get(w).copied().unwrap_or(0) <= *pos,
+        set.retain(|&p| match g.store_words(p) {
+            [(w, pos)] => maxpos[*w as usize] <= pos + 1,
             _ => true,
         });
+        for &p in set.iter() {
+            for &(w, _) in g.store_words(p) {
+                maxpos[w as usize] = 0;
+            }
+        }
+    });
+}
+
+impl Base {
+    /// The pruned union of sorted `parts`, including the bases `from`.
+    fn union(from: &[&Base], parts: &[&[NodeId]], g: &Graph) -> Base {
+        let mut ids: Vec<NodeId> = Vec::new();
+        let mut tmp: Vec<NodeId> = Vec::new();
+        for p in parts {
+            merge_sorted(&ids, p, &mut tmp);
+            std::mem::swap(&mut ids, &mut tmp);
+        }
+        prune_superseded(&mut ids, g);
+        let mut anc: Vec<u64> = Vec::new();
+        for b in from {
+            anc.push(b.id);
+        }
+        // Interleave the parents' ancestries so each keeps its most recent entries.
+        for i in 0..MAX_ANC {
+            for b in from {
+                if let Some(&a) = b.anc.get(i) {
+                    anc.push(a);
+                }
+            }
+        }
+        anc.dedup();
+        anc.truncate(MAX_ANC);
+        Base { ids: ids.into_boxed_slice(), id: NEXT_BASE.fetch_add(1, Ordering::Relaxed), anc: anc.into_boxed_slice() }
     }
 }
