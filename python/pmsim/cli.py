@@ -220,6 +220,7 @@ def cmd_trace(a: argparse.Namespace) -> int:
                 f"PM stores {s['pm_stores']} ({s['pm_store_bytes']} bytes)  "
                 f"volatile stores {s['volatile_stores']}  loads {s['loads']} ({s['load_bytes']} bytes)"
             )
+            print(f"compute instructions {s['compute_instructions']}")
             single = 100.0 * s["single_line_epochs"] / s["epochs"] if s["epochs"] else 0.0
             print(f"epochs {s['epochs']} ({single:.1f}% write a single line)")
             if s.get("remote_regions"):
@@ -238,7 +239,7 @@ def cmd_trace(a: argparse.Namespace) -> int:
         argv = list(a.program)
         if argv and argv[0] == "--":
             argv = argv[1:]
-        return tracer.record(a.pm, a.volatile, a.output, argv)
+        return tracer.record(a.pm, a.volatile, a.output, argv, compute=a.compute)
     elif a.trace_cmd == "gen":
         n = api.trace_generate(a.workload, a.output, compress=not a.no_compress, **_kv(a.param, "parameter"))
         print(f"wrote {a.output}: {n} events")
@@ -618,6 +619,13 @@ def parser() -> argparse.ArgumentParser:
     )
     tr.add_argument(
         "--volatile", choices=["keep", "drop"], default="keep", help="keep or drop non-PM accesses"
+    )
+    tr.add_argument(
+        "--compute",
+        choices=["count", "drop"],
+        default="count",
+        help="count: the non-memory instructions between accesses become 'compute N' events, so the "
+        "simulation times the program's computation; drop: only accesses, fences and flushes",
     )
     tr.add_argument("-o", "--output", required=True, metavar="FILE", help=".trace for text, else binary")
     tr.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS")

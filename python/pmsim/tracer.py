@@ -225,8 +225,14 @@ def _has_end(path: Path) -> bool:
         return False
 
 
-def record(pm: str, volatile: str, output: str, argv: list[str]) -> int:
-    """Runs an instrumented program and writes its trace; returns the exit status for pmsim."""
+def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = "count") -> int:
+    """Runs an instrumented program and writes its trace; returns the exit status for pmsim.
+
+    ``compute="count"`` records the instructions executed between events as ``compute N`` events
+    (LLVM IR instructions of the instrumented code; uninstrumented libraries count nothing).
+    """
+    if compute not in ("count", "drop"):
+        raise PmsimError(f"trace record: compute must be 'count' or 'drop', not '{compute}'")
     from pmsim import _core
 
     if not argv:
@@ -250,12 +256,17 @@ def record(pm: str, volatile: str, output: str, argv: list[str]) -> int:
             f"args={shlex.join(argv[1:])}",
             f"pm={pm}",
             f"volatile={volatile}",
+            f"compute={compute}",
             f"cwd={os.getcwd()}",
         ]
     )
     env = dict(os.environ)
     env.update(
-        PMSIM_TRACE_OUT=str(tmp), PMSIM_TRACE_PM=pm, PMSIM_TRACE_VOLATILE=volatile, PMSIM_TRACE_META=meta
+        PMSIM_TRACE_OUT=str(tmp),
+        PMSIM_TRACE_PM=pm,
+        PMSIM_TRACE_VOLATILE=volatile,
+        PMSIM_TRACE_META=meta,
+        PMSIM_TRACE_COMPUTE=compute,
     )
     tmp.unlink(missing_ok=True)
     try:

@@ -456,3 +456,112 @@ def test_condition_variables_trace_and_replay(built, tmp_path):
     assert k["release"] == 2 * 50 + 2 * 50 + 2 + waits  # unlocks, signals, create + exit, waits
     out = pmsim_cli("compare", "--trace", tmp_path / "cv.bin", "-q", check=True).stdout
     assert "asap-rp" in out and "baseline" in out
+
+
+# Two threads; thread `w` runs WORK xorshift steps (a serial chain the compiler cannot fold:
+# 3 shifts + 3 xors, plus the loop's own increment, compare and branch) before each of its
+# ROUNDS PM stores, the other thread only stores.
+COMPUTE_PROG = r"""
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+volatile uint64_t *pm; /* not static: clang would turn the one malloc into a global */
+static long rounds, work;
+static void *run(void *arg) {
+  long me = (long)arg;
+  uint64_t x = 88172645463325252ULL + (uint64_t)me;
+  for (long r = 0; r < rounds; r++) {
+    if (me == 1)
+      for (long i = 0; i < work; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+      }
+    pm[me * 8] = x;
+  }
+  return (void *)(uintptr_t)(x & 1);
+}
+int main(int argc, char **argv) {
+  rounds = atol(argv[1]);
+  work = atol(argv[2]);
+  pm = malloc(128);
+  pthread_t t[2];
+  for (long i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, run, (void *)i);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  printf("%lu\n", (unsigned long)pm[8]);
+  return 0;
+}
+"""
+
+
+def _total_compute(trace: Path) -> int:
+    return sum(
+        int(f[2]) for f in (ln.split() for ln in trace.read_text().splitlines()) if f[1:2] == ["compute"]
+    )
+
+
+def _compute_by_worker(trace: Path) -> dict[int, int]:
+    """Counted instructions per worker (``me``), told apart by the PM word each one stores to
+    (thread ids follow first events, so the two workers may take either id)."""
+    compute: dict[str, int] = {}
+    me: dict[str, int] = {}
+    for line in trace.read_text().splitlines():
+        f = line.split()
+        if len(f) == 3 and f[1] == "compute":
+            compute[f[0]] = compute.get(f[0], 0) + int(f[2])
+        elif len(f) >= 3 and f[1] == "store":
+            me[f[0]] = (int(f[2], 16) >> 6) & 1
+    return {m: compute.get(t, 0) for t, m in me.items()}
+
+
+def test_computation_between_accesses_is_counted_and_timed(built, tmp_path):
+    src = tmp_path / "work.c"
+    src.write_text(COMPUTE_PROG)
+    pmsim_cli("trace", "cc", "-O2", "-pthread", "-o", tmp_path / "work", src, check=True)
+    rounds, work = 50, 400
+    traces = {}
+    for name, w, mode in (("idle", 0, "count"), ("busy", work, "count"), ("dropped", work, "drop")):
+        t = tmp_path / f"{name}.trace"
+        r = pmsim_cli(
+            "trace", "record", "--volatile", "drop", "--compute", mode, "-o", t, "--",
+            tmp_path / "work", str(rounds), str(w),
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        traces[name] = t
+    idle, busy = _compute_by_worker(traces["idle"]), _compute_by_worker(traces["busy"])
+    assert set(busy) == {0, 1}, busy
+    extra = busy[1] - idle[1]
+    per_step = extra / (rounds * work)
+    assert 5 <= per_step <= 12, per_step  # 6 ALU instructions and the loop's overhead per step
+    assert abs(busy[0] - idle[0]) <= 8 * rounds, (busy, idle)  # the storing-only thread
+    # Each round's work is its own event, ahead of the store it precedes.
+    lines = [ln.split() for ln in traces["busy"].read_text().splitlines()]
+    worker = next(f[0] for f in lines if len(f) >= 3 and f[1] == "store" and (int(f[2], 16) >> 6) & 1)
+    busy_lines = [f for f in lines if f and f[0] == worker]
+    big = [i for i, f in enumerate(busy_lines) if f[1] == "compute" and int(f[2]) >= 5 * work]
+    assert len(big) >= rounds - 1
+    assert all(busy_lines[i + 1][1] == "store" for i in big if i + 1 < len(busy_lines))
+    # --compute drop: no compute events, every other event unchanged.
+    dropped = _stats(traces["dropped"])["events_by_kind"]
+    counted = _stats(traces["busy"])["events_by_kind"]
+    assert dropped.get("compute", 0) == 0 and counted["compute"] > 0
+    assert {k: v for k, v in dropped.items() if k != "compute"} == {
+        k: v for k, v in counted.items() if k != "compute"
+    }
+    # The simulation retires the counted work at core.ipc x core.freq_ghz (2 x 2 GHz by default):
+    # the busy thread's instructions show up in the stats and lengthen the run accordingly.
+    runs = {}
+    for name in ("idle", "busy", "dropped"):
+        out = pmsim_cli("run", "--trace", traces[name], "--design", "eadr", "--json", check=True).stdout
+        runs[name] = json.loads(out)
+    added_ns = runs["busy"]["sim_time_ns"] - runs["idle"]["sim_time_ns"]
+    counted_busy, counted_idle = _total_compute(traces["busy"]), _total_compute(traces["idle"])
+    assert runs["busy"]["instructions"] - runs["idle"]["instructions"] == counted_busy - counted_idle
+    assert _stats(traces["busy"])["compute_instructions"] == counted_busy
+    assert 0.8 * extra / 4.0 <= added_ns <= 1.2 * extra / 4.0 + 2000, (added_ns, extra)
+    # Without the counted work only the accesses themselves retire as instructions.
+    assert runs["busy"]["instructions"] - runs["dropped"]["instructions"] == counted_busy
+    assert runs["dropped"]["sim_time_ns"] < runs["idle"]["sim_time_ns"] + 1000

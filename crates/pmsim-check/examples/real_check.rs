@@ -81,6 +81,7 @@ fn main() {
     let model = match full.design.promise() {
         Promise::Ep => Model::Ep,
         Promise::Rp => Model::Rp,
+        Promise::X86 => Model::X86,
         Promise::All | Promise::Strict => Model::Strict,
     };
     let model = model_override.unwrap_or(model);

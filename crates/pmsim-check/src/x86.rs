@@ -62,8 +62,20 @@ pub(crate) fn add_edges(
             }
         }
     }
+    // Stores of one line performed at the same picosecond (different cores) keep the order the
+    // record gives them, the order each word's coherence order uses: a tie broken by gid could
+    // put a line edge against a word's order (a store then "requires" one it overwrote).
+    let mut seq: FxHashMap<u64, usize> = FxHashMap::default();
+    for (i, a) in record.accesses.iter().enumerate() {
+        if a.kind == pmsim_trace::Access::Store {
+            seq.insert(a.gid, i);
+        }
+    }
     for list in line_stores.values_mut() {
-        list.sort_unstable_by_key(|&n| (nodes[n as usize].time, nodes[n as usize].gid));
+        list.sort_unstable_by_key(|&n| {
+            let node = &nodes[n as usize];
+            (node.time, seq.get(&node.gid).copied().unwrap_or(usize::MAX), node.gid)
+        });
         for w in list.windows(2) {
             edges.push((w[0], w[1], EdgeRule::Line));
         }
@@ -128,7 +140,9 @@ pub(crate) fn add_edges(
                         if mn.thread as usize == t {
                             mn.prog < prog
                         } else {
-                            mn.gid < fgid && mn.time <= ftime
+                            // Strictly before: a store performed in the same picosecond as the
+                            // thread's last access may have performed after the flush.
+                            mn.gid < fgid && mn.time < ftime
                         }
                     });
                     if let Some(&m) = covered {

@@ -94,13 +94,14 @@ pub fn model_for(p: Promise) -> Model {
     match p {
         Promise::Ep => Model::Ep,
         Promise::Rp => Model::Rp,
+        Promise::X86 => Model::X86,
         // Every performed store survives: the strictest model must hold.
         Promise::All | Promise::Strict => Model::Strict,
     }
 }
 
 fn simulator(req: &Request, record: bool) -> Result<Simulator, String> {
-    let d = design::build(&req.design, &req.config, req.allow_broken)?;
+    let d = design::for_trace(&req.design, &req.config, req.allow_broken, req.trace.dialect())?;
     Simulator::new(&req.config, d, req.trace.pm.clone(), VecSource::all(&req.trace), req.trace.labels.clone(), record)
         .map_err(|e| e.to_string())
 }

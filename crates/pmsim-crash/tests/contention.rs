@@ -304,7 +304,7 @@ const GEN_DATA_LOCK: usize = 1;
 /// data-race-free at word granularity (lines stay falsely shared): outside the lock at
 /// [`GEN_DATA_LOCK`] a thread writes only its own word of each line (or its own line, for a
 /// whole-line store), inside it any word.
-fn random_trace(seed: u64, threads: usize, len: usize, racy: bool) -> Trace {
+fn random_trace(seed: u64, threads: usize, len: usize, racy: bool, x86_only: bool) -> Trace {
     let mut r = Rng(seed);
     let mut b = TraceBuilder::new(threads);
     let label = b.label("op");
@@ -361,6 +361,13 @@ fn random_trace(seed: u64, threads: usize, len: usize, racy: bool) -> Trace {
             }
             10 => {
                 b.push(t, Event::new(r.pick(&[Kind::Sfence, Kind::Mfence])), None);
+            }
+            // A legacy x86 trace orders with flushes and fences only.
+            11..=13 | 18 if x86_only => {
+                let k = r.pick(&[Kind::Clwb, Kind::ClflushOpt, Kind::Clflush, Kind::Sfence, Kind::Mfence]);
+                let flush = matches!(k, Kind::Clwb | Kind::ClflushOpt | Kind::Clflush);
+                let at = if flush { Event::mem(k, addr, 1) } else { Event::new(k) };
+                b.push(t, at, None);
             }
             11 | 12 => {
                 b.push(t, Event::new(Kind::Ofence), None);
@@ -427,7 +434,7 @@ fn random_traces_under_every_design_exhaustively() {
         // Half the traces race plain stores freely: every design, whatever its model, must keep
         // racing stores to one word in the order they were performed (strong persist atomicity).
         let racy = r.below(2) == 0;
-        let t = Arc::new(random_trace(seed, threads, len, racy));
+        let t = Arc::new(random_trace(seed, threads, len, racy, false));
         for d in DESIGNS {
             match check(&t, d.name, &cfg, &format!("seed {seed} (PMSIM_GEN_SEED={seed} PMSIM_GEN_CASES=1)")) {
                 Ok(n) => images += n,
@@ -440,6 +447,43 @@ fn random_traces_under_every_design_exhaustively() {
     }
     assert!(bad.is_empty(), "{} failing (seed, design):\n{}", bad.len(), bad.join("\n"));
     assert!(images > 100, "only {images} crash images");
+}
+
+/// Legacy x86 traces (flushes and x86 fences only, as the tracer records programs): `baseline`
+/// runs them as written and must satisfy x86 persistency, the model it then promises, at every
+/// instant; the other designs keep their own promise. The baseline whose fences do not wait is
+/// caught on some of them.
+#[test]
+fn random_x86_traces_run_as_written() {
+    let cases = env_u64("PMSIM_GEN_CASES", 300);
+    let first = env_u64("PMSIM_GEN_SEED", 1);
+    let (mut bad, mut images, mut caught, mut legacy) = (Vec::new(), 0, 0, 0);
+    for seed in first..first + cases {
+        let mut r = Rng(seed ^ 0x86);
+        let threads = 1 + r.below(4) as usize;
+        let len = 4 + r.below(30) as usize;
+        let cfg = Cfg { sets: if r.below(2) == 0 { vec![("mc.wpq_entries", "1")] } else { vec![] } };
+        let t = Arc::new(random_trace(seed, threads, len, r.below(2) == 0, true));
+        if t.dialect() != pmsim_trace::Dialect::X86 {
+            continue; // no flush or fence drawn: nothing x86 about it
+        }
+        legacy += 1;
+        let what = format!("x86 seed {seed} (PMSIM_GEN_SEED={seed} PMSIM_GEN_CASES=1)");
+        for d in ["baseline", "eadr", "bbb", "hops-rp", "asap-rp"] {
+            match check(&t, d, &cfg, &what) {
+                Ok(n) => images += n,
+                Err(e) => bad.push(e),
+            }
+        }
+        caught += check(&t, "broken-baseline-no-sfence-stall", &cfg, &what).is_err() as u32;
+        if bad.len() >= 3 {
+            break;
+        }
+    }
+    assert!(bad.is_empty(), "{} failing (seed, design):\n{}", bad.len(), bad.join("\n"));
+    assert!(legacy * 2 > cases, "only {legacy} of {cases} traces are legacy");
+    assert!(images > 100, "only {images} crash images");
+    assert!(caught > 0, "no legacy trace catches broken-baseline-no-sfence-stall");
 }
 
 /// The ASAP artifact's switches (configs/asap-artifact.toml) change the persist path of every

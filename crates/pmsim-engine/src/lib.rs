@@ -40,6 +40,6 @@ pub fn simulator(
     record: bool,
     allow_broken: bool,
 ) -> Result<Simulator, SimError> {
-    let d = design::build(design, cfg, allow_broken).map_err(SimError::Setup)?;
+    let d = design::for_trace(design, cfg, allow_broken, trace.dialect()).map_err(SimError::Setup)?;
     Simulator::new(cfg, d, trace.pm.clone(), VecSource::all(trace), trace.labels.clone(), record)
 }

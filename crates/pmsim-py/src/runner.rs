@@ -46,6 +46,14 @@ pub struct Opened {
     pub sources: Vec<Box<dyn EventSource>>,
     pub pm: Vec<pmsim_trace::PmRange>,
     pub labels: Vec<String>,
+    /// Legacy x86 or design-neutral (decides how the baseline runs it).
+    pub dialect: pmsim_trace::Dialect,
+}
+
+impl Opened {
+    fn of(t: &Arc<Trace>) -> Opened {
+        Opened { sources: VecSource::all(t), pm: t.pm.clone(), labels: t.labels.clone(), dialect: t.dialect() }
+    }
 }
 
 /// Opens a trace for replay: binary files stream, text files are parsed.
@@ -59,10 +67,10 @@ pub fn sources(input: &Input) -> Result<Opened, String> {
             if !is_regular(p) {
                 // A pipe or device (/dev/stdin) can be read once only: read it whole.
                 let t = Arc::new(load_trace(path)?);
-                return Ok(Opened { sources: VecSource::all(&t), pm: t.pm.clone(), labels: t.labels.clone() });
+                return Ok(Opened::of(&t));
             }
             if binary::is_binary(p) {
-                pmsim_trace::validate_binary(p).map_err(|e| e.to_string())?;
+                let dialect = pmsim_trace::validate_binary_dialect(p).map_err(|e| e.to_string())?;
                 let first = BinarySource::open(p, 0).map_err(|e| e.to_string())?;
                 let h = first.header().clone();
                 let mut srcs: Vec<Box<dyn EventSource>> = vec![Box::new(first)];
@@ -70,24 +78,24 @@ pub fn sources(input: &Input) -> Result<Opened, String> {
                     srcs.push(Box::new(BinarySource::open(p, t).map_err(|e| e.to_string())?));
                 }
                 let labels = BinarySource::labels(p).map_err(|e| e.to_string())?;
-                Ok(Opened { sources: srcs, pm: h.pm, labels })
+                Ok(Opened { sources: srcs, pm: h.pm, labels, dialect })
             } else {
                 let t = Arc::new(text::read_path(p).map_err(|e| e.to_string())?);
-                Ok(Opened { sources: VecSource::all(&t), pm: t.pm.clone(), labels: t.labels.clone() })
+                Ok(Opened::of(&t))
             }
         }
         Input::Workload(name, params) => {
             let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
             let t = Arc::new(g.trace);
-            Ok(Opened { sources: VecSource::all(&t), pm: t.pm.clone(), labels: t.labels.clone() })
+            Ok(Opened::of(&t))
         }
     }
 }
 
 /// Runs one simulation and returns its stats.
 pub fn run(input: &Input, design_name: &str, cfg: &Config, allow_broken: bool) -> Result<RunStats, String> {
-    let d = design::build(design_name, cfg, allow_broken)?;
     let o = sources(input)?;
+    let d = design::for_trace(design_name, cfg, allow_broken, o.dialect)?;
     let mut sim = Simulator::new(cfg, d, o.pm, o.sources, o.labels, false).map_err(|e| e.to_string())?;
     sim.run().map_err(|e| e.to_string())?;
     Ok(RunStats::collect(&sim))

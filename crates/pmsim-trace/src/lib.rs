@@ -12,6 +12,7 @@
 //! record of a run ([`RunRecord`]) that the checker reads.
 
 pub mod binary;
+mod dialect;
 mod error;
 mod event;
 mod image;
@@ -24,11 +25,12 @@ pub mod text;
 mod trace;
 pub mod validate;
 
+pub use dialect::{Dialect, DialectScan};
 pub use error::TraceError;
 pub use event::{Event, Kind, LINE_BYTES, MAX_REGION_BYTES, SERVER_NODE, WORD_BYTES};
 pub use image::{MemImage, ReadLog, ReadMark, WordVal, INITIAL as INITIAL_ID};
 pub use ordered::{for_each_in_global_order, GlobalOrderReader};
 pub use record::{Access, RunRecord, SyncPerform, WordAccess};
-pub use source::{validate_binary, BinarySource, Chunk, EventSource, VecSource};
+pub use source::{validate_binary, validate_binary_dialect, BinarySource, Chunk, EventSource, VecSource};
 pub use stats::TraceStats;
 pub use trace::{is_pm, EventSink, PmRange, Sequencer, ThreadStream, Trace, TraceBuilder, DEFAULT_PM};

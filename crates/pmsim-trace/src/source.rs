@@ -149,7 +149,14 @@ impl BinarySource {
 /// text trace is checked. Runs and conversions that stream a binary file call this first, so
 /// they accept exactly what the in-memory reader accepts.
 pub fn validate_binary(path: &std::path::Path) -> Result<(), TraceError> {
-    crate::ordered::GlobalOrderReader::open(path)?.for_each(|_, _| {})
+    validate_binary_dialect(path).map(|_| ())
+}
+
+/// [`validate_binary`], also telling the trace's [`Dialect`](crate::Dialect) from the same pass.
+pub fn validate_binary_dialect(path: &std::path::Path) -> Result<crate::Dialect, TraceError> {
+    let mut scan = crate::DialectScan::default();
+    crate::ordered::GlobalOrderReader::open(path)?.for_each(|_, ev| scan.see(ev.kind))?;
+    Ok(scan.dialect())
 }
 
 impl EventSource for BinarySource {

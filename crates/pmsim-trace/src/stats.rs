@@ -19,6 +19,8 @@ pub struct TraceStats {
     pub volatile_stores: u64,
     pub loads: u64,
     pub load_bytes: u64,
+    /// Sum of the `compute` events' instruction counts: the non-memory work the trace times.
+    pub compute_instructions: u64,
     pub epochs: u64,
     /// Epochs whose PM stores touch exactly one 64 B line.
     pub single_line_epochs: u64,
@@ -83,6 +85,9 @@ impl TraceStats {
                     }
                     if ev.kind == Kind::End {
                         st.operations += 1;
+                    }
+                    if ev.kind == Kind::Compute {
+                        st.compute_instructions = st.compute_instructions.saturating_add(ev.addr);
                     }
                     if ev.kind == Kind::RdmaPwrite {
                         st.remote_regions += 1;

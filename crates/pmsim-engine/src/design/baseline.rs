@@ -6,8 +6,13 @@
 //! stalls the core until every MC has acknowledged them. With `baseline.flush = "clflush"` the
 //! fences flush with clflush instead (the line leaves the caches; its next access misses to PM),
 //! as the ASAP artifact's baseline binaries do. Dirty PM lines evicted from the LLC are
-//! written back to the WPQ. Legacy traces with explicit `clwb`/`sfence` run as written. Promise:
-//! release persistency (flushing before each release), durability at each fence.
+//! written back to the WPQ. Promise: release persistency (flushing before each release),
+//! durability at each fence.
+//!
+//! A legacy x86 trace (`Dialect::X86`: the program's own flushes and fences, no
+//! `ofence`/`dfence`) runs as written, as x86 hardware runs it: no flushes at releases or rmws
+//! and no waits for a release's write-back; a `release` or `rmw` (a locked instruction) waits,
+//! like `sfence`, for the thread's flushes still in flight. Promise: x86 persistency.
 //!
 //! What makes it correct when lines are shared (each was a crash-consistency bug):
 //! - a clwb writes the line back wherever it is dirty in the coherence domain (another core's
@@ -67,6 +72,8 @@ pub struct Baseline {
     stall: bool,
     /// Fences flush with clflush (`baseline.flush`): the line leaves every cache.
     invalidate: bool,
+    /// A legacy x86 trace: no release-persistency mapping (module doc).
+    as_written: bool,
     clwbs: u64,
     fence_flushes: u64,
     writebacks: u64,
@@ -84,6 +91,7 @@ impl Baseline {
             admit_blocked: 0,
             stall: true,
             invalidate: cfg.baseline.flush == "clflush",
+            as_written: false,
             clwbs: 0,
             fence_flushes: 0,
             writebacks: 0,
@@ -207,7 +215,15 @@ impl Design for Baseline {
     }
 
     fn promise(&self) -> Promise {
-        Promise::Rp
+        if self.as_written {
+            Promise::X86
+        } else {
+            Promise::Rp
+        }
+    }
+
+    fn run_as_written(&mut self) {
+        self.as_written = true;
     }
 
     fn fence_blocks_core(&self, _kind: Kind) -> bool {
@@ -238,6 +254,9 @@ impl Design for Baseline {
             self.send(m, at, st.data, core as u16);
             return;
         }
+        if self.as_written {
+            return; // only the program's own flushes write it back
+        }
         if st.sync {
             // clwb + sfence of the synchronisation word, as software persists a PM lock.
             if self.clwb(m, core, line, 0) {
@@ -259,7 +278,7 @@ impl Design for Baseline {
 
     fn on_acquire_at(&mut self, m: &mut Machine, core: usize, addr: u64, _releaser: Option<usize>) {
         // The release's own store precedes this thread's later stores: they wait for its ACK.
-        if m.is_pm(addr) {
+        if m.is_pm(addr) && !self.as_written {
             let line = addr & !63;
             if let Some(target) = self.pending(line) {
                 self.cores[core].sync_waits.push((line, target));
@@ -276,6 +295,10 @@ impl Design for Baseline {
     }
 
     fn on_release(&mut self, m: &mut Machine, core: usize, _gid: u64) -> Step {
+        if self.as_written {
+            // A locked instruction orders the thread's earlier flushes, as sfence does.
+            return self.sfence(core, StallCause::Fence);
+        }
         self.flush_and_fence(m, core, StallCause::Fence)
     }
 

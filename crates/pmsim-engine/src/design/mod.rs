@@ -36,6 +36,8 @@ pub enum Promise {
     Strict,
     Ep,
     Rp,
+    /// x86 persistency (Px86): what a legacy x86 program run as written gets (docs/design.md §5).
+    X86,
 }
 
 impl Promise {
@@ -45,6 +47,7 @@ impl Promise {
             Promise::Strict => "strict",
             Promise::Ep => "ep",
             Promise::Rp => "rp",
+            Promise::X86 => "x86",
         }
     }
 }
@@ -74,6 +77,12 @@ pub type DesignStats = BTreeMap<String, f64>;
 pub trait Design: Send {
     fn name(&self) -> &'static str;
     fn promise(&self) -> Promise;
+
+    /// The trace is a legacy x86 program ([`pmsim_trace::Dialect::X86`]: its own flushes and
+    /// fences, no `ofence`/`dfence`). A design that executes x86 persistence instructions
+    /// natively then runs it as written, adding none of the flushes by which it maps the
+    /// design-neutral primitives; the others keep their mapping of legacy code.
+    fn run_as_written(&mut self) {}
 
     /// Does the core wait for this fence to retire from the store buffer?
     fn fence_blocks_core(&self, kind: Kind) -> bool;
@@ -272,6 +281,20 @@ pub static BROKEN: &[DesignInfo] = &[
 ];
 
 /// Looks a design up by name (`allow_broken` admits the test-only variants).
+/// [`build`] for a trace in `dialect` (see [`Design::run_as_written`]).
+pub fn for_trace(
+    name: &str,
+    cfg: &crate::config::Config,
+    allow_broken: bool,
+    dialect: pmsim_trace::Dialect,
+) -> Result<Box<dyn Design>, String> {
+    let mut d = build(name, cfg, allow_broken)?;
+    if dialect == pmsim_trace::Dialect::X86 {
+        d.run_as_written();
+    }
+    Ok(d)
+}
+
 pub fn build(name: &str, cfg: &crate::config::Config, allow_broken: bool) -> Result<Box<dyn Design>, String> {
     crate::net::check_allowed(cfg, allow_broken)?;
     let found = DESIGNS.iter().chain(if allow_broken { BROKEN } else { &[] }).find(|d| d.name == name);

@@ -13,6 +13,13 @@
 // thread's program order after the access (before it for loads). Accesses whose address is
 // a stack slot of the current function (an alloca that never escapes the IR we see) are left
 // out: they are never persistent memory.
+// The work between accesses is counted too, so a traced program is timed with its computation
+// and not as if only its memory accesses took time: each basic block adds its number of
+// non-memory instructions to a thread-local counter (`__pmt_icount`), which the runtime turns
+// into a `compute N` event before the thread's next event. Optimised IR instructions stand in
+// for machine instructions (x86 folds some into addressing modes and splits others); PHIs,
+// debug and lifetime markers and no-op casts count nothing, and the traced accesses count
+// nothing here because the simulator times them itself.
 
 #include "llvm/Analysis/ValueTracking.h"
 #include "llvm/IR/Function.h"
@@ -118,6 +125,42 @@ Value *asmAddress(CallInst *CI, IRBuilder<> &B) {
   return nullptr;
 }
 
+// Instructions that cost no machine instruction of their own.
+bool isFree(const Instruction &I) {
+  if (isa<PHINode>(I) || isa<BitCastInst>(I) || isa<DbgInfoIntrinsic>(I) || isa<UnreachableInst>(I))
+    return true;
+  if (const auto *C = dyn_cast<CastInst>(&I))
+    if (C->isNoopCast(I.getModule()->getDataLayout()))
+      return true;
+  if (const auto *II = dyn_cast<IntrinsicInst>(&I)) {
+    switch (II->getIntrinsicID()) {
+    case Intrinsic::lifetime_start:
+    case Intrinsic::lifetime_end:
+    case Intrinsic::assume:
+    case Intrinsic::invariant_start:
+    case Intrinsic::invariant_end:
+    case Intrinsic::experimental_noalias_scope_decl:
+    case Intrinsic::donothing:
+      return true;
+    default:
+      break;
+    }
+  }
+  return false;
+}
+
+// The thread-local instruction counter the runtime defines (pmtrace_rt.c).
+GlobalVariable *icountVar(Module &M) {
+  Type *I64 = Type::getInt64Ty(M.getContext());
+  if (GlobalVariable *G = M.getNamedGlobal("__pmt_icount"))
+    return G;
+  auto *G = new GlobalVariable(M, I64, false, GlobalValue::ExternalLinkage, nullptr, "__pmt_icount");
+  // General-dynamic: the linker relaxes it to a plain TLS offset in an executable that links the
+  // runtime; an instrumented shared library still works, at the cost of a lookup per block.
+  G->setThreadLocalMode(GlobalValue::GeneralDynamicTLSModel);
+  return G;
+}
+
 bool instrument(Function &F) {
   if (F.isDeclaration() || F.getName().startswith("__pmt_"))
     return false;
@@ -125,11 +168,24 @@ bool instrument(Function &F) {
   const DataLayout &DL = M.getDataLayout();
   Hooks h = getHooks(M);
   std::vector<Instruction *> work;
-  for (BasicBlock &BB : F)
-    for (Instruction &I : BB)
+  // Non-memory instructions per block, counted before any hook is added.
+  std::vector<std::pair<BasicBlock *, uint64_t>> blocks;
+  for (BasicBlock &BB : F) {
+    uint64_t n = 0;
+    for (Instruction &I : BB) {
       if (isa<LoadInst>(I) || isa<StoreInst>(I) || isa<AtomicRMWInst>(I) || isa<AtomicCmpXchgInst>(I) ||
           isa<FenceInst>(I) || isa<CallInst>(I))
         work.push_back(&I);
+      // Stack-slot loads and stores are not traced: they are plain instructions here.
+      bool traced = isa<AtomicRMWInst>(I) || isa<AtomicCmpXchgInst>(I) || isa<MemIntrinsic>(I) ||
+                    (isa<LoadInst>(I) && !isStackSlot(cast<LoadInst>(I).getPointerOperand())) ||
+                    (isa<StoreInst>(I) && !isStackSlot(cast<StoreInst>(I).getPointerOperand()));
+      if (!traced && !isFree(I))
+        n++;
+    }
+    if (n)
+      blocks.push_back({&BB, n});
+  }
   bool changed = false;
   auto size = [&](Type *T) { return ConstantInt::get(Type::getInt64Ty(M.getContext()), DL.getTypeStoreSize(T)); };
   for (Instruction *I : work) {
@@ -199,6 +255,20 @@ bool instrument(Function &F) {
       }
     } else {
       continue;
+    }
+    changed = true;
+  }
+  if (!blocks.empty()) {
+    GlobalVariable *G = icountVar(M);
+    Type *I64 = Type::getInt64Ty(M.getContext());
+    for (auto &bn : blocks) {
+      BasicBlock *BB = bn.first;
+      auto at = BB->getFirstInsertionPt();
+      if (at == BB->end())
+        continue; // e.g. a catchswitch block: nothing can be inserted
+      IRBuilder<> B(BB, at);
+      Value *old = B.CreateLoad(I64, G, "pmt.icount");
+      B.CreateStore(B.CreateAdd(old, ConstantInt::get(I64, bn.second)), G);
     }
     changed = true;
   }

@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 enum {
-  K_LOAD = 1, K_STORE = 2, K_NTSTORE = 3, K_RMW = 4, K_CLWB = 5, K_CLFLUSHOPT = 6,
+  K_COMPUTE = 0, K_LOAD = 1, K_STORE = 2, K_NTSTORE = 3, K_RMW = 4, K_CLWB = 5, K_CLFLUSHOPT = 6,
   K_CLFLUSH = 7, K_SFENCE = 8, K_MFENCE = 9, K_ACQUIRE = 12, K_RELEASE = 13
 };
 
@@ -82,6 +82,11 @@ struct tbuf {
 static struct tbuf *g_bufs[MAX_THREADS];
 static __thread struct tbuf *t_buf;
 static __thread int t_in_hook; /* inside a wrapper that emits its own events */
+static int g_count_compute;     /* --compute count: emit the counted instructions */
+/* Non-memory instructions the thread executed since its last event; the pass adds each basic
+ * block's count on entry (PmTracePass.cpp). Initial-exec: the runtime is linked into the
+ * executable, so the pass's accesses resolve to a fixed offset. */
+__thread uint64_t __pmt_icount __attribute__((tls_model("initial-exec")));
 
 static void spin_lock(atomic_flag *f) {
   while (atomic_flag_test_and_set_explicit(f, memory_order_acquire))
@@ -224,9 +229,23 @@ static inline void end_ev(struct tbuf *b, uint8_t *p) {
     flush_buf(b);
 }
 
+/* The instructions counted since the thread's last event, as one `compute N` event ahead of the
+ * next one (called before that event takes its gid, so gids stay increasing per thread). */
+static inline void compute_ev(struct tbuf *b) {
+  uint64_t n = __pmt_icount;
+  if (!n)
+    return;
+  __pmt_icount = 0;
+  if (!g_count_compute)
+    return;
+  uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
+  end_ev(b, put_varint(begin_ev(b, gid, K_COMPUTE), n));
+}
+
 /* One memory event of at most 64 bytes within one line. */
 static inline void mem_ev(unsigned kind, uint64_t taddr, const void *value, unsigned size) {
   struct tbuf *b = my_buf();
+  compute_ev(b);
   uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
   uint8_t *p = begin_ev(b, gid, kind | (value ? 0x80 : 0));
   p = put_varint(p, taddr);
@@ -245,8 +264,10 @@ static void mem_access(unsigned kind, const void *addr, uint64_t size, int with_
   uint64_t a = (uint64_t)addr;
   int pm;
   uint64_t t = translate(a, &pm);
-  if (!pm && g_drop_volatile)
+  if (!pm && g_drop_volatile) {
+    __pmt_icount++; /* still an instruction the thread executes */
     return;
+  }
   while (size) {
     uint64_t room = LINE - (t & (LINE - 1));
     unsigned n = (unsigned)(size < room ? size : room);
@@ -292,6 +313,7 @@ static void sync_ev(unsigned kind, const void *addr, unsigned size, int with_val
   if (!size)
     size = 1;
   struct tbuf *b = my_buf();
+  compute_ev(b);
   unsigned stripe = (unsigned)((t >> 3) * 0x9E3779B97F4A7C15ULL >> 58);
   spin_lock(&g_sync_lock[stripe]);
   struct sync_slot *s = sync_slot(stripe, t | 1ULL << 63);
@@ -316,6 +338,7 @@ static void fence_ev(unsigned kind) {
   if (!g_on)
     return;
   struct tbuf *b = my_buf();
+  compute_ev(b);
   uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
   end_ev(b, begin_ev(b, gid, kind));
 }
@@ -328,6 +351,7 @@ static void flush_ev(unsigned kind, const void *addr) {
   if (!pm && g_drop_volatile)
     return;
   struct tbuf *b = my_buf();
+  compute_ev(b);
   uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
   uint8_t *p = begin_ev(b, gid, kind);
   p = put_varint(p, t);
@@ -364,6 +388,8 @@ static void write_meta(const char *text) {
 static void finish(const char *incomplete) {
   if (!g_on || atomic_exchange(&g_finished, 1))
     return;
+  if (t_buf) /* the exiting thread's work after its last event */
+    compute_ev(t_buf);
   unsigned n = atomic_load(&g_threads);
   for (unsigned i = 0; i < n && i < MAX_THREADS; i++)
     flush_buf(g_bufs[i]);
@@ -432,6 +458,8 @@ __attribute__((constructor(101))) static void pmt_init(void) {
   }
   const char *vol = getenv("PMSIM_TRACE_VOLATILE");
   g_drop_volatile = vol && !strcmp(vol, "drop");
+  const char *comp = getenv("PMSIM_TRACE_COMPUTE");
+  g_count_compute = !comp || strcmp(comp, "drop");
   g_fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (g_fd < 0)
     die("cannot create the trace file");
