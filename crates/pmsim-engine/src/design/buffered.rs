@@ -56,6 +56,7 @@ const CDR: u16 = 9;
 const POLL: u16 = 10;
 const POLL_DONE: u16 = 11;
 const UNDO_ACCEPT: u16 = 12;
+const SPLIT_ACCEPT: u16 = 13;
 /// `Record::ack_entry` when the flush was acknowledged at acceptance.
 const NO_ACK: u64 = u64::MAX;
 
@@ -173,6 +174,10 @@ pub struct Buffered {
     rts: Vec<RecoveryTable>,
     /// Per MC, commits waiting for their delay writes: (core, ts, writes outstanding).
     commit_waits: Vec<Vec<(u16, u64, u32)>>,
+    /// Safe writes split between an undo record and memory whose memory part the WPQ has not
+    /// acknowledged yet: (MC, line, the memory part's words, the write's own reply). Slots are
+    /// reused.
+    split: Vec<Option<(usize, u64, u8, Option<DesignEv>)>>,
     /// A line's flushes may overlap in flight (`pb.line_flushes_overlap`).
     line_overlap: bool,
     /// Per MC, with overlapping line flushes: (core, line, PB entry) of each NACKed flush not yet
@@ -232,6 +237,7 @@ impl Buffered {
             free_packets: Vec::new(),
             rts: (0..cfg.mc.count).map(|_| RecoveryTable::new(cfg.rt.entries, cfg.rt.bloom_counters)).collect(),
             commit_waits: vec![Vec::new(); cfg.mc.count],
+            split: Vec::new(),
             line_overlap: cfg.pb.line_flushes_overlap,
             nacked: vec![Vec::new(); cfg.mc.count],
             ack_on_accept: cfg.rt.early_ack == "accept",
@@ -634,6 +640,7 @@ impl Buffered {
                     ack_entry: p.entry,
                     accepted: true,
                     commit_pending: false,
+                    held: 0,
                 });
                 self.c.delay += 1;
                 m.note("delay", p.core as usize, p.data.line);
@@ -663,6 +670,7 @@ impl Buffered {
             ack_entry: if ack_now { NO_ACK } else { p.entry },
             accepted: false,
             commit_pending: false,
+            held: 0,
         });
         self.c.undo += 1;
         m.note("undo", p.core as usize, p.data.line);
@@ -745,6 +753,23 @@ impl Buffered {
                 }
             }
             m.persist_version += 1;
+            if to_mem.mask != 0 && to_mem.mask != data.mask && !functional {
+                // Split between the record and memory: the record holds the memory part too
+                // until the WPQ takes it, or a crash while it waits for WPQ space (outside the
+                // ADR domain) would keep the record's part alone, a torn line write (found by
+                // the random x86 trace generator, seeds 16444 and 17188).
+                u.held |= to_mem.mask;
+                let slot = match self.split.iter().position(Option::is_none) {
+                    Some(i) => i,
+                    None => {
+                        self.split.push(None);
+                        self.split.len() - 1
+                    }
+                };
+                self.split[slot] = Some((mc, data.line, to_mem.mask, reply));
+                m.mc_write(mc, to_mem, Some(Self::ev(SPLIT_ACCEPT, 0, slot as u64)));
+                return;
+            }
         }
         if to_mem.mask != 0 && functional {
             m.mc_apply_functional(mc, to_mem, reply);
@@ -752,6 +777,21 @@ impl Buffered {
             m.mc_write(mc, to_mem, reply);
         } else if let Some(r) = reply {
             m.schedule_design(m.now + m.ack_ps, r);
+        }
+    }
+
+    /// The WPQ acknowledged the memory part of a split safe write: the record stops holding
+    /// those words (unless another split still waits for them), and the write's own reply is
+    /// handled as it would have been.
+    fn split_accept(&mut self, m: &mut Machine, slot: usize) {
+        let Some((mc, line, _, reply)) = self.split.get_mut(slot).and_then(Option::take) else { return };
+        let still: u8 = self.split.iter().flatten().filter(|s| s.0 == mc && s.1 == line).fold(0, |acc, s| acc | s.2);
+        if let Some(u) = self.rts[mc].undo_for(line) {
+            u.held &= still;
+            m.persist_version += 1;
+        }
+        if let Some(r) = reply {
+            super::Design::on_event(self, m, r);
         }
     }
 
@@ -1017,6 +1057,7 @@ impl super::Design for Buffered {
             NACK => self.on_nack(m, c, ev.arg),
             UNDO_READ => self.undo_read_done(m, (ev.arg >> 58) as usize, ev.arg & ((1 << 58) - 1)),
             UNDO_ACCEPT => self.undo_accept(m, (ev.arg >> 58) as usize, ev.arg & ((1 << 58) - 1)),
+            SPLIT_ACCEPT => self.split_accept(m, ev.arg as usize),
             COMMIT_ARRIVE => self.commit_arrive(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
             COMMIT_WRITE => self.commit_write_done(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
             COMMIT_ACK => self.commit_ack(m, c, ev.arg),
@@ -1038,13 +1079,14 @@ impl super::Design for Buffered {
     fn crash_writes(&self, _m: &Machine, out: &mut Vec<LineData>) {
         // ASAP §V-E: after the WPQ drains, undo records restore speculatively written words.
         // A record whose PM read is still in flight has not let its speculative write reach
-        // memory yet; only the words safe writes stored in it (committed values) go back.
+        // memory yet; only the words safe writes stored in it (committed values) go back. Words
+        // it holds for a split safe write waiting for the WPQ go back too.
         for rt in &self.rts {
             for r in &rt.records {
                 if r.kind != RecordKind::Undo {
                     continue;
                 }
-                let words = if r.reading { r.fresh & r.spec } else { r.spec };
+                let words = (if r.reading { r.fresh & r.spec } else { r.spec }) | r.held;
                 if words == 0 {
                     continue;
                 }

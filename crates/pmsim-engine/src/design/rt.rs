@@ -39,6 +39,10 @@ pub struct Record {
     /// Undo: its epoch's commit arrived while the record still held the write; the record goes
     /// (and the commit completes) once the WPQ takes it.
     pub commit_pending: bool,
+    /// Undo: words of a safe write split between this record and memory whose memory part
+    /// waits for the WPQ; the record (ADR domain) holds them (`data`) until the WPQ takes them,
+    /// so a crash never keeps one part of that line write without the other.
+    pub held: u8,
 }
 
 pub struct RecoveryTable {
