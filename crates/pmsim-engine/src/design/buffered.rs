@@ -163,6 +163,17 @@ struct Counters {
     pm_undo_reads: u64,
 }
 
+/// A safe write's memory part waiting for the WPQ while an undo record holds it (`Record::held`).
+#[derive(Clone, Copy)]
+struct SplitWrite {
+    mc: usize,
+    line: u64,
+    /// The memory part's words.
+    words: u8,
+    /// The write's own reply, handled when the WPQ acknowledges the memory part.
+    reply: Option<DesignEv>,
+}
+
 pub struct Buffered {
     name: &'static str,
     policy: Policy,
@@ -175,9 +186,8 @@ pub struct Buffered {
     /// Per MC, commits waiting for their delay writes: (core, ts, writes outstanding).
     commit_waits: Vec<Vec<(u16, u64, u32)>>,
     /// Safe writes split between an undo record and memory whose memory part the WPQ has not
-    /// acknowledged yet: (MC, line, the memory part's words, the write's own reply). Slots are
-    /// reused.
-    split: Vec<Option<(usize, u64, u8, Option<DesignEv>)>>,
+    /// acknowledged yet. Slots are reused.
+    split: Vec<Option<SplitWrite>>,
     /// A line's flushes may overlap in flight (`pb.line_flushes_overlap`).
     line_overlap: bool,
     /// Per MC, with overlapping line flushes: (core, line, PB entry) of each NACKed flush not yet
@@ -766,7 +776,7 @@ impl Buffered {
                         self.split.len() - 1
                     }
                 };
-                self.split[slot] = Some((mc, data.line, to_mem.mask, reply));
+                self.split[slot] = Some(SplitWrite { mc, line: data.line, words: to_mem.mask, reply });
                 m.mc_write(mc, to_mem, Some(Self::ev(SPLIT_ACCEPT, 0, slot as u64)));
                 return;
             }
@@ -784,8 +794,11 @@ impl Buffered {
     /// those words (unless another split still waits for them), and the write's own reply is
     /// handled as it would have been.
     fn split_accept(&mut self, m: &mut Machine, slot: usize) {
-        let Some((mc, line, _, reply)) = self.split.get_mut(slot).and_then(Option::take) else { return };
-        let still: u8 = self.split.iter().flatten().filter(|s| s.0 == mc && s.1 == line).fold(0, |acc, s| acc | s.2);
+        let Some(SplitWrite { mc, line, reply, .. }) = self.split.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        let still: u8 =
+            self.split.iter().flatten().filter(|s| s.mc == mc && s.line == line).fold(0, |acc, s| acc | s.words);
         if let Some(u) = self.rts[mc].undo_for(line) {
             u.held &= still;
             m.persist_version += 1;
