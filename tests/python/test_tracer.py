@@ -209,6 +209,23 @@ def test_baseline_satisfies_x86_and_the_broken_baseline_does_not(built):
         assert r.returncode == 0, (d, r.stdout + r.stderr)
 
 
+def test_baseline_runs_a_traced_program_as_written(built):
+    """A traced program is legacy x86 code: the baseline adds no flush of its own (none at the
+    mutex unlocks or the atomic counter), so its write-backs are exactly the program's flushes,
+    and crash checking defaults to x86 persistency for it."""
+    trace = built / "pm_list_as_written.bin"
+    _record(built, trace.name, "heap", "./pm_list", "25")
+    kinds = _stats(trace)["events_by_kind"]
+    run = json.loads(pmsim_cli("run", "--trace", trace, "--design", "baseline", "--json", check=True).stdout)
+    ds = run["design_stats"]
+    assert ds["release_flushes"] == 0 and ds["fence_flushes"] == 0, ds
+    # Each program flush of a dirty line writes it back once; one of a clean line writes nothing.
+    assert 0 < ds["clwbs"] <= kinds["clwb"] + kinds["clflush"] + kinds["clflushopt"], (ds, kinds)
+    crash = pmsim_cli("crash", "--trace", trace, "--design", "baseline", "--every", "--json")
+    assert crash.returncode == 0, crash.stdout + crash.stderr
+    assert json.loads(crash.stdout)["model"] == "x86"
+
+
 def test_missing_program_is_an_error(built, tmp_path):
     r = pmsim_cli("trace", "record", "-o", tmp_path / "x.bin", "--", "./no-such-program")
     assert r.returncode == 2
