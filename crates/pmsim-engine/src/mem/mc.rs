@@ -27,6 +27,27 @@ pub trait AddressMapper: Send {
     fn mc_of(&self, addr: u64) -> usize;
 }
 
+/// `addr / granularity` and `x % count`, as a shift and a mask when they are powers of two (the
+/// usual configuration): two integer divisions per call were most of an address mapping, which
+/// every flush, write and read asks for.
+#[inline(always)]
+fn chunk_of(addr: u64, granularity: u64) -> u64 {
+    if granularity.is_power_of_two() {
+        addr >> granularity.trailing_zeros()
+    } else {
+        addr / granularity
+    }
+}
+
+#[inline(always)]
+fn modulo(x: u64, count: u64) -> u64 {
+    if count.is_power_of_two() {
+        x & (count - 1)
+    } else {
+        x % count
+    }
+}
+
 /// Plain interleaving: `(addr / granularity) % count`.
 pub struct Interleave {
     pub granularity: u64,
@@ -36,7 +57,7 @@ pub struct Interleave {
 impl AddressMapper for Interleave {
     #[inline]
     fn mc_of(&self, addr: u64) -> usize {
-        ((addr / self.granularity) % self.count) as usize
+        modulo(chunk_of(addr, self.granularity), self.count) as usize
     }
 }
 
@@ -49,8 +70,8 @@ pub struct XorInterleave {
 impl AddressMapper for XorInterleave {
     #[inline]
     fn mc_of(&self, addr: u64) -> usize {
-        let c = addr / self.granularity;
-        ((c ^ (c >> 7) ^ (c >> 14)) % self.count) as usize
+        let c = chunk_of(addr, self.granularity);
+        modulo(c ^ (c >> 7) ^ (c >> 14), self.count) as usize
     }
 }
 
