@@ -513,11 +513,15 @@ impl Simulator {
             self.m.record_load(c, head.gid, head.addr, head.size);
         }
         let value = if self.m.track_data { self.m.cores[c].sb_values.front().copied() } else { None };
-        let data = self.m.perform_store_words(c, head, value.as_ref());
+        let mut st = PmStore {
+            gid: head.gid,
+            data: LineData::new(line),
+            nontemporal: head.kind == Kind::NtStore,
+            sync: head.kind.is_sync(),
+        };
+        self.m.perform_store_words(c, head, value.as_ref(), &mut st.data);
         if self.m.is_pm(head.addr) {
             self.m.cores[c].stats.pm_stores += 1;
-            let st =
-                PmStore { gid: head.gid, data, nontemporal: head.kind == Kind::NtStore, sync: head.kind.is_sync() };
             self.design.on_store(&mut self.m, c, &st);
         }
         lat

@@ -60,14 +60,17 @@ impl EventSource for VecSource {
         }
         let end = (self.pos + CHUNK_EVENTS).min(s.events.len());
         let mut buf = [0u8; 64];
-        for ev in &s.events[self.pos..end] {
-            let mut e = *ev;
+        // One block copy, then the few events with an out-of-line value are pointed at the
+        // chunk's own bytes (an event-by-event copy was 5% of an eADR run).
+        let Chunk { events, bytes } = chunk;
+        events.extend_from_slice(&s.events[self.pos..end]);
+        for e in events.iter_mut() {
             if e.has_value && e.size > 8 {
-                let v = value_of(ev, &s.bytes, &mut buf).unwrap_or(&[]);
-                e.data = chunk.bytes.len() as u64;
-                chunk.bytes.extend_from_slice(v);
+                let v = value_of(e, &s.bytes, &mut buf).unwrap_or(&[]);
+                let at = bytes.len() as u64;
+                bytes.extend_from_slice(v);
+                e.data = at;
             }
-            chunk.events.push(e);
         }
         self.pos = end;
         Ok(true)
