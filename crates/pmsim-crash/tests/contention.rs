@@ -481,9 +481,12 @@ fn random_x86_traces_run_as_written() {
         }
     }
     assert!(bad.is_empty(), "{} failing (seed, design):\n{}", bad.len(), bad.join("\n"));
-    assert!(legacy * 2 > cases, "only {legacy} of {cases} traces are legacy");
-    assert!(images > 100, "only {images} crash images");
-    assert!(caught > 0, "no legacy trace catches broken-baseline-no-sfence-stall");
+    // The sanity bounds below hold for the CI budget; a one-seed replay checks only its seed.
+    if cases >= 100 {
+        assert!(legacy * 2 > cases, "only {legacy} of {cases} traces are legacy");
+        assert!(images > 100, "only {images} crash images");
+        assert!(caught > 0, "no legacy trace catches broken-baseline-no-sfence-stall");
+    }
 }
 
 /// The ASAP artifact's switches (configs/asap-artifact.toml) change the persist path of every
@@ -519,7 +522,8 @@ fn artifact_switches_keep_every_workload_consistent() {
     assert!(bad.is_empty(), "{} failing:\n{}", bad.len(), bad.join("\n"));
 }
 
-/// Regressions (found by `random_x86_traces_run_as_written`, seeds 16444 and 17188, minimised):
+/// Regressions (found by `random_x86_traces_run_as_written`, seeds 16444, 17188 and 37662,
+/// minimised):
 /// a safe write onto a line whose later epoch holds an undo record is split between the record
 /// (speculative words) and memory (the rest): a delay record applied at its epoch's commit, or
 /// another thread's safe flush. With a one-entry WPQ the memory part waits outside the ADR
@@ -542,7 +546,18 @@ fn asap_split_safe_write_is_not_torn() {
         T0 ntstore 0x100000000 64 504f4e4d4c4b4a494847464544434241403f3e3d3c3b3a393837363534333231302f2e2d2c2b2a292827262524232221201f1e1d1c1b1a191817161514131211\n\
         T0 rmw 0x100002000 8 15\n\
         T0 store 0x10000002b 1 16\n";
-    for (name, text) in [("delay record", text), ("two threads", two_threads)] {
+    // Seed 37662: an early flush finds another core's safe write of the line still waiting for
+    // a WPQ entry; the undo record's read of the old line sees that write (a read does), and a
+    // crash before either reaches the WPQ once restored its word from the record alone.
+    let undo_read = "# pmsim trace v1\nthreads 2\n\
+        T1 mfence\n\
+        T1 ntstore 0x10000001a 2 706\n\
+        T1 store 0x100000040 64 464544434241403f3e3d3c3b3a393837363534333231302f2e2d2c2b2a292827262524232221201f1e1d1c1b1a191817161514131211100f0e0d0c0b0a090807\n\
+        T0 store 0x100001030 4 f0e0d0c\n\
+        T1 store 0x100000040 8 161514131211100f\n\
+        T0 store 0x10000000e 2 1110\n\
+        T0 ntstore 0x100000040 8 1c1b1a1918171615\n";
+    for (name, text) in [("delay record", text), ("two threads", two_threads), ("undo read", undo_read)] {
         let t = Arc::new(pmsim_trace::text::parse_str(name, text).unwrap());
         for wpq in ["1", "2", "16"] {
             let cfg = Cfg { sets: vec![("mc.wpq_entries", wpq)] };

@@ -651,6 +651,7 @@ impl Buffered {
                     accepted: true,
                     commit_pending: false,
                     held: 0,
+                    spec_ticket: None,
                 });
                 self.c.delay += 1;
                 m.note("delay", p.core as usize, p.data.line);
@@ -681,6 +682,7 @@ impl Buffered {
             accepted: false,
             commit_pending: false,
             held: 0,
+            spec_ticket: None,
         });
         self.c.undo += 1;
         m.note("undo", p.core as usize, p.data.line);
@@ -749,9 +751,7 @@ impl Buffered {
                 }
                 if u.spec & (1 << i) != 0 {
                     u.data.set(i, data.ids[i]);
-                    if u.reading {
-                        u.fresh |= 1 << i;
-                    }
+                    u.fresh |= 1 << i;
                     to_mem.mask &= !(1 << i);
                 } else {
                     // Memory is not speculative here, but keep the record's copy current so a
@@ -824,7 +824,13 @@ impl Buffered {
         u.reading = false;
         let core = u.core as usize;
         match u.pending_write.take() {
-            Some(w) => m.mc_write(mc, w, Some(Self::ev(UNDO_ACCEPT, core, ((mc as u64) << 58) | line))),
+            Some(w) => {
+                let before = m.mcs[mc].waited;
+                m.mc_write(mc, w, Some(Self::ev(UNDO_ACCEPT, core, ((mc as u64) << 58) | line)));
+                if m.mcs[mc].waited > before {
+                    u.spec_ticket = Some(before);
+                }
+            }
             None => u.accepted = true,
         }
     }
@@ -1089,17 +1095,20 @@ impl super::Design for Buffered {
             || self.packets.iter().any(Option::is_some)
     }
 
-    fn crash_writes(&self, _m: &Machine, out: &mut Vec<LineData>) {
+    fn crash_writes(&self, m: &Machine, out: &mut Vec<LineData>) {
         // ASAP §V-E: after the WPQ drains, undo records restore speculatively written words.
-        // A record whose PM read is still in flight has not let its speculative write reach
-        // memory yet; only the words safe writes stored in it (committed values) go back. Words
-        // it holds for a split safe write waiting for the WPQ go back too.
+        // A record whose speculative write has not reached the ADR domain yet (its PM read is
+        // in flight, or the write waits for a WPQ entry) restores only the words safe writes
+        // stored in it: its read may have seen writes still waiting ahead of it, which the crash
+        // loses. Words it holds for a split safe write waiting for the WPQ go back too.
         for rt in &self.rts {
             for r in &rt.records {
                 if r.kind != RecordKind::Undo {
                     continue;
                 }
-                let words = (if r.reading { r.fresh & r.spec } else { r.spec }) | r.held;
+                let mc = &m.mcs[m.mc_of(r.line)];
+                let spec_in_adr = !r.reading && r.spec_ticket.is_none_or(|k| mc.unwaited > k);
+                let words = (if spec_in_adr { r.spec } else { r.fresh & r.spec }) | r.held;
                 if words == 0 {
                     continue;
                 }

@@ -27,7 +27,8 @@ pub struct Record {
     pub spec: u8,
     /// Undo: the PM read of the old contents has not returned yet.
     pub reading: bool,
-    /// Undo: words updated by safe writes while the read was outstanding (keep them).
+    /// Undo: speculative words whose safe value a safe write gave the record (the read must
+    /// not overwrite them; a crash restores them whatever became of the speculative write).
     pub fresh: u8,
     /// Undo: the speculative write waiting for the read.
     pub pending_write: Option<LineData>,
@@ -43,6 +44,12 @@ pub struct Record {
     /// waits for the WPQ; the record (ADR domain) holds them (`data`) until the WPQ takes them,
     /// so a crash never keeps one part of that line write without the other.
     pub held: u8,
+    /// Undo: the speculative write entered the MC's waiting queue as number `k` (`Mc::waited`)
+    /// and is inside the ADR domain only once `Mc::unwaited > k`; `None` once taken at once.
+    /// Until then the old contents the record read may include writes still waiting ahead of it
+    /// (a read sees them), which a crash would lose: only what safe writes gave the record is
+    /// restored.
+    pub spec_ticket: Option<u64>,
 }
 
 pub struct RecoveryTable {

@@ -134,6 +134,11 @@ pub struct Mc<R: Copy> {
     /// whether its line waits, and under write-heavy load (baseline's clwb stream) hundreds of
     /// writes wait: a scan of them was ~9% of such a run.
     waiting_lines: FxHashMap<u64, u32>,
+    /// Writes that ever entered `waiting`, and that ever left it for an entry. The queue is FIFO,
+    /// so the write that entered as number `k` is inside the ADR domain once `unwaited > k`
+    /// (designs use this to tell whether a write they offered has been taken).
+    pub waited: u64,
+    pub unwaited: u64,
     cap: usize,
     write_free: u64,
     read_free: u64,
@@ -166,6 +171,8 @@ impl<R: Copy> Mc<R> {
             wpq: VecDeque::with_capacity(cfg.mc.wpq_entries),
             waiting: VecDeque::new(),
             waiting_lines: FxHashMap::default(),
+            waited: 0,
+            unwaited: 0,
             cap: cfg.mc.wpq_entries,
             write_free: 0,
             read_free: 0,
@@ -198,6 +205,7 @@ impl<R: Copy> Mc<R> {
 
     /// Queues a write that found no free entry.
     fn wait(&mut self, w: WaitingWrite<R>) {
+        self.waited += 1;
         *self.waiting_lines.entry(w.data.line).or_insert(0) += 1;
         self.waiting.push_back(w);
     }
@@ -205,6 +213,7 @@ impl<R: Copy> Mc<R> {
     /// The oldest waiting write, which now takes an entry.
     fn accept_waiting(&mut self) -> Option<WaitingWrite<R>> {
         let w = self.waiting.pop_front()?;
+        self.unwaited += 1;
         if let Some(n) = self.waiting_lines.get_mut(&w.data.line) {
             *n -= 1;
             if *n == 0 {
