@@ -2,6 +2,7 @@
 // 64-bit keys by T threads, no lookups unless a third argument is given, and no emulated flush
 // latency (the simulator times the flushes). Ours; CCEH itself is not part of pmsim.
 #include "src/CCEH.h"
+#include "keys.h"
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -11,14 +12,7 @@ extern uint64_t kWriteLatencyInNS;
 int main(int argc, char **argv) {
   size_t n = strtoul(argv[1], 0, 10), t = argc > 2 ? strtoul(argv[2], 0, 10) : 1;
   kWriteLatencyInNS = 0;
-  std::vector<uint64_t> keys(n);
-  uint64_t x = 88172645463325252ULL;
-  for (auto &k : keys) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    k = x | 1;
-  }
+  std::vector<uint64_t> keys = random_keys(n, 0);
   Hash *table = new CCEH(16 * 1024 / Segment::kNumSlot);
   std::vector<std::thread> th;
   for (size_t i = 0; i < t; i++)

@@ -3,17 +3,11 @@
 // itself is not part of pmsim.
 #define CONCURRENT
 #include "btree.h"
+#include "keys.h"
 #include <thread>
 int main(int argc, char **argv) {
   size_t n = strtoul(argv[1], 0, 10), t = argc > 2 ? strtoul(argv[2], 0, 10) : 1;
-  std::vector<uint64_t> keys(n);
-  uint64_t x = 88172645463325252ULL;
-  for (auto &k : keys) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    k = (x >> 2) | 1;
-  }
+  std::vector<uint64_t> keys = random_keys(n, 2);
   btree *bt = new btree();
   std::vector<std::thread> th;
   for (size_t i = 0; i < t; i++)
