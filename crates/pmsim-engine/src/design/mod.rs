@@ -280,7 +280,6 @@ pub static BROKEN: &[DesignInfo] = &[
     },
 ];
 
-/// Looks a design up by name (`allow_broken` admits the test-only variants).
 /// [`build`] for a trace in `dialect` (see [`Design::run_as_written`]).
 pub fn for_trace(
     name: &str,
@@ -295,6 +294,7 @@ pub fn for_trace(
     Ok(d)
 }
 
+/// Looks a design up by name (`allow_broken` admits the test-only variants).
 pub fn build(name: &str, cfg: &crate::config::Config, allow_broken: bool) -> Result<Box<dyn Design>, String> {
     crate::net::check_allowed(cfg, allow_broken)?;
     let found = DESIGNS.iter().chain(if allow_broken { BROKEN } else { &[] }).find(|d| d.name == name);
