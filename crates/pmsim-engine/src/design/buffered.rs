@@ -1031,11 +1031,14 @@ impl super::Design for Buffered {
     fn on_conflict(&mut self, m: &mut Machine, r: usize, c: &Conflict) {
         let s = c.source;
         // EP orders every conflict. RP orders what strong persist atomicity needs beyond its
-        // synchronisation edges: a store to a PM line another core wrote last, so racing stores
-        // to one word persist in the order they were performed (tracked per line, as EP is).
+        // synchronisation edges: a store to a line another core wrote last, so racing stores to
+        // one word persist in the order they were performed (tracked per line, as EP is). A
+        // volatile line counts too: design.md §6 orders stores to every word as performed, and
+        // transitivity carries a persist order through them (`T0: st P; ofence; st V` /
+        // `T1: st V; release R` orders P before R's own store; found by the random generator).
         let orders = match self.promise {
             Promise::Ep => true,
-            Promise::Rp => c.source_wrote && c.requester_wrote && m.is_pm(c.line),
+            Promise::Rp => c.source_wrote && c.requester_wrote,
             _ => false,
         };
         if !orders || r == s {
