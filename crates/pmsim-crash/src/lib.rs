@@ -12,7 +12,7 @@
 use pmsim_check::{Checker, Model, RegionOrder, Verdict};
 use pmsim_engine::crash::{ImageTracker, WordChange};
 use pmsim_engine::{design, Config, Promise, Simulator};
-use pmsim_trace::{MemImage, Trace, VecSource};
+use pmsim_trace::{Dialect, MemImage, Trace, VecSource};
 use pmsim_workloads::Recovery;
 use serde::Serialize;
 use std::sync::Arc;
@@ -100,8 +100,8 @@ pub fn model_for(p: Promise) -> Model {
     }
 }
 
-fn simulator(req: &Request, record: bool) -> Result<Simulator, String> {
-    let d = design::for_trace(&req.design, &req.config, req.allow_broken, req.trace.dialect())?;
+fn simulator(req: &Request, dialect: Dialect, record: bool) -> Result<Simulator, String> {
+    let d = design::for_trace(&req.design, &req.config, req.allow_broken, dialect)?;
     Simulator::new(&req.config, d, req.trace.pm.clone(), VecSource::all(&req.trace), req.trace.labels.clone(), record)
         .map_err(|e| e.to_string())
 }
@@ -119,7 +119,8 @@ fn splitmix(state: &mut u64) -> u64 {
 pub fn run(req: &Request) -> Result<Report, String> {
     let start = std::time::Instant::now();
     // First pass: the full run, for its record (the checker's input) and its length.
-    let mut full = simulator(req, true)?;
+    let dialect = req.trace.dialect();
+    let mut full = simulator(req, dialect, true)?;
     full.run().map_err(|e| e.to_string())?;
     let end = full.m.now;
     let record = full.m.record.take().unwrap_or_default();
@@ -153,7 +154,7 @@ pub fn run(req: &Request) -> Result<Report, String> {
         recovery_runs: 0,
         piece_runs: 0,
     };
-    let mut sim = simulator(req, true)?;
+    let mut sim = simulator(req, dialect, true)?;
     // The sweep tracks data for the images; its record would repeat the reference run's.
     sim.m.record = None;
     rep.setup_seconds = start.elapsed().as_secs_f64();

@@ -36,19 +36,25 @@ fn legacy_trace() -> pmsim_trace::Trace {
     pmsim_trace::text::parse_str("legacy", &s).unwrap()
 }
 
-fn crash(design: &str) -> pmsim_crash::Report {
+/// Crashes `trace` at every instant under `design` (broken variants allowed), against `model`
+/// (`None`: the model the design promises for this trace).
+fn crash_every(trace: pmsim_trace::Trace, design: &str, config: Config, model: Option<Model>) -> pmsim_crash::Report {
     let req = Request {
-        trace: Arc::new(legacy_trace()),
+        trace: Arc::new(trace),
         design: design.to_string(),
         allow_broken: true,
-        config: Config::default(),
+        config,
         instants: Instants::Every,
-        model: Some(Model::X86),
+        model,
         recovery: None,
         replay_input: "--trace legacy".into(),
         max_failures: 1,
     };
     pmsim_crash::run(&req).unwrap()
+}
+
+fn crash(design: &str) -> pmsim_crash::Report {
+    crash_every(legacy_trace(), design, Config::default(), Some(Model::X86))
 }
 
 #[test]
@@ -67,18 +73,7 @@ fn baseline_whose_sfence_does_not_wait_is_caught_on_a_legacy_trace() {
 }
 
 fn crash_default_model(trace: pmsim_trace::Trace, design: &str) -> pmsim_crash::Report {
-    let req = Request {
-        trace: Arc::new(trace),
-        design: design.to_string(),
-        allow_broken: true,
-        config: Config::default(),
-        instants: Instants::Every,
-        model: None,
-        recovery: None,
-        replay_input: "--trace legacy".into(),
-        max_failures: 1,
-    };
-    pmsim_crash::run(&req).unwrap()
+    crash_every(trace, design, Config::default(), None)
 }
 
 /// The baseline's own flushes (`clwbs`, of which `release_flushes` at releases/rmws) and its
@@ -175,18 +170,7 @@ fn legacy_same_picosecond_regressions() {
         if one_entry_wpq {
             config.set("mc.wpq_entries", "1").unwrap();
         }
-        let req = Request {
-            trace: Arc::new(trace),
-            design: "baseline".into(),
-            allow_broken: false,
-            config,
-            instants: Instants::Every,
-            model: None,
-            recovery: None,
-            replay_input: format!("--trace {name}"),
-            max_failures: 1,
-        };
-        let r = pmsim_crash::run(&req).unwrap();
+        let r = crash_every(trace, "baseline", config, None);
         assert_eq!(r.model, "x86");
         assert!(r.images > 0 && r.failures.is_empty(), "{name}: {:?}", r.failures.first());
     }

@@ -24,15 +24,6 @@ pub enum Dialect {
     X86,
 }
 
-impl Dialect {
-    pub fn name(self) -> &'static str {
-        match self {
-            Dialect::Neutral => "neutral",
-            Dialect::X86 => "x86",
-        }
-    }
-}
-
 /// Accumulates the evidence event by event (for readers that stream).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DialectScan {

@@ -127,7 +127,7 @@ Value *asmAddress(CallInst *CI, IRBuilder<> &B) {
 
 // Instructions that cost no machine instruction of their own.
 bool isFree(const Instruction &I) {
-  if (isa<PHINode>(I) || isa<BitCastInst>(I) || isa<DbgInfoIntrinsic>(I) || isa<UnreachableInst>(I))
+  if (isa<PHINode>(I) || isa<DbgInfoIntrinsic>(I) || isa<UnreachableInst>(I))
     return true;
   if (const auto *C = dyn_cast<CastInst>(&I))
     if (C->isNoopCast(I.getModule()->getDataLayout()))
