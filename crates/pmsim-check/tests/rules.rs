@@ -373,3 +373,98 @@ fn each_word_of_a_multi_word_store_is_recorded_once() {
         );
     }
 }
+
+/// A load its store buffer forwarded (it reads its own thread's store while that store is not
+/// the word's latest performed one) read nothing from memory: it orders nothing across threads.
+#[test]
+fn forwarded_load_orders_nothing_across_threads() {
+    let w = |time, gid, thread, word, kind| WordAccess { time, gid, thread, word, kind };
+    // T0: st F; st A; ofence; ld F (forwarded from g0).  T1: st F, performed between the load
+    // and T0's st F; T2: st F, after T0's st F.
+    let t = trace(
+        "threads 3\nT0 store 0x100000040 8\nT0 store 0x100000000 8\nT0 ofence\nT0 load 0x100000040 8\n\
+         T1 store 0x100000040 8\nT2 store 0x100000040 8\n",
+    );
+    let mut rec = RunRecord {
+        accesses: vec![
+            w(1000, 1, 0, A, Access::Store),
+            w(2000, 3, 0, F, Access::Load { read: 0 }),
+            w(3000, 4, 1, F, Access::Store),
+            w(4000, 0, 0, F, Access::Store),
+            w(5000, 5, 2, F, Access::Store),
+        ],
+        syncs: vec![],
+        dfences: vec![],
+    };
+    let ck = Checker::new(&t, &rec, Model::Ep).unwrap();
+    // neither T1's store (performed after the load executed) nor T2's (after the store it read)
+    // needs T0's st A
+    assert!(ck.check(&img(&[(F, 4)]), 3500).consistent);
+    assert!(ck.check(&img(&[(F, 5)]), 5000).consistent);
+    // once T0's st F performed (at 1500), a load of it at 2000 reads memory: it precedes
+    // T1's and T2's stores, and st A (before its ofence) with it
+    rec.accesses.insert(1, w(1500, 0, 0, F, Access::Store));
+    rec.accesses.retain(|a| !(a.gid == 0 && a.time == 4000));
+    let ck = Checker::new(&t, &rec, Model::Ep).unwrap();
+    let v = ck.check(&img(&[(F, 4)]), 3500);
+    assert!(!v.consistent);
+    let rules: Vec<_> = v.violations[0].path.iter().map(|s| (s.gid, s.edge)).collect();
+    assert_eq!(rules, vec![(1, Some(EdgeRule::Barrier)), (3, Some(EdgeRule::Conflict)), (4, None)]);
+    assert!(ck.check(&img(&[(A, 1), (F, 4)]), 3500).consistent);
+
+    // T0: st F; st A; ofence; ld F.  T1's st F performs after T0's and before the load, which
+    // still reads T0's store (from the store buffer, where it waits for the line): the load did
+    // not see T1's store, so nothing of T0's follows it.
+    let t = trace(
+        "threads 2\nT0 store 0x100000040 8\nT0 store 0x100000000 8\nT0 ofence\nT0 load 0x100000040 8\n\
+         T0 ofence\nT0 store 0x100000080 8\nT1 store 0x100000008 8\nT1 ofence\nT1 store 0x100000040 8\n",
+    );
+    let rec = RunRecord {
+        accesses: vec![
+            w(1000, 0, 0, F, Access::Store),
+            w(1100, 1, 0, A, Access::Store),
+            w(1200, 6, 1, B, Access::Store),
+            w(1500, 8, 1, F, Access::Store),
+            w(2000, 3, 0, F, Access::Load { read: 0 }),
+            w(3000, 5, 0, G, Access::Store),
+        ],
+        syncs: vec![],
+        dfences: vec![],
+    };
+    let ck = Checker::new(&t, &rec, Model::Ep).unwrap();
+    assert!(ck.check(&img(&[(A, 1), (F, 0), (G, 5)]), 3000).consistent);
+    let mut rec = rec;
+    rec.accesses[4].kind = Access::Load { read: 8 }; // read from memory: T1's B before G
+    let ck = Checker::new(&t, &rec, Model::Ep).unwrap();
+    assert!(!ck.check(&img(&[(A, 1), (F, 0), (G, 5)]), 3000).consistent);
+
+    // A 16-byte load, one word forwarded from T0's st F, the other (F2) read from memory before
+    // T2 stores to it. T1: st B; ofence; st F, performed before T0's st F. The load follows
+    // nothing of T1's (it did not read T1's store), so T2's store needs nothing of T1 either.
+    const F2: u64 = F + 8;
+    let t = trace(
+        "threads 3\nT1 store 0x100000008 8\nT1 ofence\nT1 store 0x100000040 8\n\
+         T0 store 0x100000040 8\nT0 load 0x100000040 16\nT2 store 0x100000048 8\n",
+    );
+    let mut rec = RunRecord {
+        accesses: vec![
+            w(1000, 0, 1, B, Access::Store),
+            w(1500, 4, 0, F, Access::Load { read: 3 }),
+            w(1500, 4, 0, F2, Access::Load { read: INITIAL_ID }),
+            w(2000, 2, 1, F, Access::Store),
+            w(2500, 5, 2, F2, Access::Store),
+            w(4000, 3, 0, F, Access::Store),
+        ],
+        syncs: vec![],
+        dfences: vec![],
+    };
+    let ck = Checker::new(&t, &rec, Model::Ep).unwrap();
+    assert!(ck.check(&img(&[(F2, 5)]), 4000).consistent);
+    // the same load reading T1's store from memory: st B -barrier-> st F -conflict-> ld
+    // -conflict-> T2's st F2
+    rec.accesses.retain(|a| a.gid != 4);
+    rec.accesses.insert(2, w(2200, 4, 0, F, Access::Load { read: 2 }));
+    rec.accesses.insert(3, w(2200, 4, 0, F2, Access::Load { read: INITIAL_ID }));
+    let ck = Checker::new(&t, &rec, Model::Ep).unwrap();
+    assert!(!ck.check(&img(&[(F2, 5)]), 4000).consistent);
+}

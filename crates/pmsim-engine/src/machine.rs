@@ -788,10 +788,24 @@ impl Machine {
         }
     }
 
-    /// Whether a store in the core's store buffer covers any byte of `[addr, addr+size)`.
+    /// Whether the core's store buffer supplies every byte of `[addr, addr+size)` (at most 64),
+    /// so the load reads no memory. A load it covers only in part still reads the rest from the
+    /// cache hierarchy, where coherence sees it (a write-after-read with the next writer).
     pub fn sb_forwards(&self, core: usize, addr: u64, size: u8) -> bool {
         let end = addr + size as u64;
-        self.cores[core].sb.iter().any(|e| e.kind.writes() && e.addr < end && e.addr + e.size as u64 > addr)
+        let full = if size >= 64 { u64::MAX } else { (1u64 << size) - 1 };
+        let mut covered = 0u64;
+        for e in self.cores[core].sb.iter() {
+            if e.kind.writes() && e.addr < end && e.addr + e.size as u64 > addr {
+                let (lo, hi) = (e.addr.max(addr) - addr, (e.addr + e.size as u64).min(end) - addr);
+                let n = hi - lo;
+                covered |= if n >= 64 { u64::MAX } else { ((1u64 << n) - 1) << lo };
+                if covered & full == full {
+                    return true;
+                }
+            }
+        }
+        false
     }
 }
 

@@ -29,9 +29,27 @@ pub fn words(addr: u64, size: u8) -> Vec<u64> {
     (addr & !7..addr + size as u64).step_by(8).collect()
 }
 
+/// Per record access, whether it is a load its store buffer forwarded (design.md §6): it reads
+/// its own thread's store while the word's latest store before it in the record is another.
+pub fn forwarded(evs: &BTreeMap<u64, Ev>, rec: &RunRecord) -> Vec<bool> {
+    (0..rec.accesses.len())
+        .map(|i| {
+            let a = &rec.accesses[i];
+            let Access::Load { read } = a.kind else { return false };
+            let Some(src) = evs.get(&read) else { return false };
+            let latest = rec.accesses[..i].iter().rev().find(|b| b.word == a.word && b.kind == Access::Store);
+            src.thread == a.thread as usize
+                && src.kind.writes()
+                && words(src.addr, src.size).contains(&a.word)
+                && latest.is_none_or(|b| b.gid != read)
+        })
+        .collect()
+}
+
 /// (consistent, durable) by brute force.
 pub fn reference(trace: &Trace, rec: &RunRecord, model: Model, img: &MemImage, t: u64) -> (bool, bool) {
     let evs = events(trace);
+    let forwarded = forwarded(&evs, rec);
     // perform time of each event: max over its record entries
     let mut ptime: BTreeMap<u64, u64> = BTreeMap::new();
     let mut store_words: BTreeMap<u64, usize> = BTreeMap::new();
@@ -69,21 +87,22 @@ pub fn reference(trace: &Trace, rec: &RunRecord, model: Model, img: &MemImage, t
         }
     }
     // per-word perform order
-    let mut per_word: BTreeMap<u64, Vec<(u64, bool)>> = BTreeMap::new();
-    for a in &rec.accesses {
-        per_word.entry(a.word).or_default().push((a.gid, a.kind == Access::Store));
+    // (gid, is store, orders across threads: not a forwarded load)
+    let mut per_word: BTreeMap<u64, Vec<(u64, bool, bool)>> = BTreeMap::new();
+    for (a, &fwd) in rec.accesses.iter().zip(&forwarded) {
+        per_word.entry(a.word).or_default().push((a.gid, a.kind == Access::Store, !fwd));
     }
     for list in per_word.values() {
         for i in 0..list.len() {
             for j in i + 1..list.len() {
-                let ((a, sa), (b, sb)) = (list[i], list[j]);
+                let ((a, sa, xa), (b, sb, xb)) = (list[i], list[j]);
                 if a == b || !performed(a) || !performed(b) {
                     continue;
                 }
                 if sa && sb {
                     edges.insert((a, b)); // SPA
                 }
-                if model != Model::Rp && evs[&a].thread != evs[&b].thread && (sa || sb) {
+                if model != Model::Rp && evs[&a].thread != evs[&b].thread && (sa || sb) && xa && xb {
                     edges.insert((a, b));
                 }
             }

@@ -122,6 +122,9 @@ impl Hierarchy {
         self.conflicts.clear();
         let mut lat = self.l1_ps;
         if self.l1[core].access(line) {
+            if performs {
+                self.first_read_of_held_line(core, line);
+            }
             return Access { latency: lat, mem_read: false };
         }
         lat += self.l2_ps;
@@ -130,6 +133,9 @@ impl Hierarchy {
                 if !self.l2[core].contains(v) {
                     self.drop_private(core, v);
                 }
+            }
+            if performs {
+                self.first_read_of_held_line(core, line);
             }
             return Access { latency: lat, mem_read: false };
         }
@@ -167,6 +173,22 @@ impl Hierarchy {
         }
         self.fill_private(core, line);
         Access { latency: lat, mem_read }
+    }
+
+    /// A load hit on a line the core holds without having read it since the last write: the
+    /// store buffer's prefetch brought it in, which detects nothing. The first read performs
+    /// there, so it is a reader from now on (WAR with the next writer) and conflicts with the
+    /// line's last writer (RAW), as a miss would. Later hits find the bit set: one directory
+    /// look-up per hit, no conflict.
+    fn first_read_of_held_line(&mut self, core: usize, line: u64) {
+        let me = 1u64 << core;
+        let Some(d) = self.dir.lines.get_mut(&line) else { return };
+        if d.readers & me != 0 {
+            return;
+        }
+        let e: DirEntry = *d;
+        d.readers |= me;
+        Directory::load_conflicts(&e, core, &mut self.conflicts, line);
     }
 
     /// A store by `core` at `now`, performing: ownership is granted now and the line ends up
