@@ -475,20 +475,33 @@ fn random_traces(salt: u64, len: std::ops::Range<u64>, default_cases: u64, repla
 /// caught on some of them.
 #[test]
 fn random_x86_traces_run_as_written() {
+    random_x86_traces(0x86, 4..34, "");
+}
+
+/// As above with 20–120 events.
+#[test]
+fn long_random_x86_traces_run_as_written() {
+    random_x86_traces(0x1086, 20..120, "PMSIM_GEN_LONG=1 ");
+}
+
+fn random_x86_traces(salt: u64, len: std::ops::Range<u64>, replay: &str) {
+    if std::env::var("PMSIM_GEN_LONG").is_ok_and(|v| (v == "1") != !replay.is_empty()) {
+        return; // a replay of the other variant
+    }
     let cases = env_u64("PMSIM_GEN_CASES", 300);
     let first = env_u64("PMSIM_GEN_SEED", 1);
     let (mut bad, mut images, mut caught, mut legacy) = (Vec::new(), 0, 0, 0);
     for seed in first..first + cases {
-        let mut r = Rng(seed ^ 0x86);
+        let mut r = Rng(seed ^ salt);
         let threads = 1 + r.below(4) as usize;
-        let len = 4 + r.below(30) as usize;
+        let len = (len.start + r.below(len.end - len.start)) as usize;
         let cfg = Cfg { sets: if r.below(2) == 0 { vec![("mc.wpq_entries", "1")] } else { vec![] } };
         let t = Arc::new(random_trace(seed, threads, len, r.below(2) == 0, true));
         if t.dialect() != pmsim_trace::Dialect::X86 {
             continue; // no flush or fence drawn: nothing x86 about it
         }
         legacy += 1;
-        let what = format!("x86 seed {seed} (PMSIM_GEN_SEED={seed} PMSIM_GEN_CASES=1)");
+        let what = format!("x86 seed {seed} ({replay}PMSIM_GEN_SEED={seed} PMSIM_GEN_CASES=1)");
         for d in ["baseline", "eadr", "bbb", "hops-rp", "asap-rp"] {
             match check(&t, d, &cfg, &what) {
                 Ok(n) => images += n,
