@@ -127,6 +127,29 @@ def test_config_kwarg_reaches_the_engine_and_workload_kwarg_the_generator():
     assert two["threads"] == 2 and two["operations"] == 200
 
 
+def test_more_threads_than_configured_cores_under_delegated_and_broi(cli, tmp_path: Path):
+    # core.count is 4 by default; an 8-thread run raises it for the machine and the design alike
+    # (delegated and broi once indexed their per-core state past the configured count: a panic).
+    for design in ("delegated", "broi"):
+        p = cli(
+            "run",
+            "--workload",
+            "nstore",
+            "-p",
+            "threads=8",
+            "-p",
+            "ops=20",
+            "--design",
+            design,
+            "--json",
+            cwd=tmp_path,
+        )
+        assert p.returncode == 0, p.stderr
+        stats = json.loads(p.stdout)
+        assert stats["threads"] == 8 and len(stats["cores"]) == 8
+        assert stats["operations"] == 160
+
+
 def test_toml_set_and_kwarg_are_the_same_parameter(cli, tmp_path: Path):
     cfg = tmp_path / "slow.toml"
     cfg.write_text("[pm]\nwrite_ns = 5000.0\n")

@@ -30,6 +30,7 @@ fn splitmix(state: &mut u64) -> u64 {
 }
 
 fn sim(trace: &Arc<Trace>, d: &str, cfg: &Config) -> Simulator {
+    let cfg = &cfg.for_threads(trace.num_threads());
     let des = design::build(d, cfg, true).expect("design");
     Simulator::new(cfg, des, trace.pm.clone(), VecSource::all(trace), trace.labels.clone(), true).expect("simulator")
 }

@@ -101,8 +101,9 @@ pub fn model_for(p: Promise) -> Model {
 }
 
 fn simulator(req: &Request, dialect: Dialect, record: bool) -> Result<Simulator, String> {
-    let d = design::for_trace(&req.design, &req.config, req.allow_broken, dialect)?;
-    Simulator::new(&req.config, d, req.trace.pm.clone(), VecSource::all(&req.trace), req.trace.labels.clone(), record)
+    let cfg = req.config.for_threads(req.trace.num_threads());
+    let d = design::for_trace(&req.design, &cfg, req.allow_broken, dialect)?;
+    Simulator::new(&cfg, d, req.trace.pm.clone(), VecSource::all(&req.trace), req.trace.labels.clone(), record)
         .map_err(|e| e.to_string())
 }
 

@@ -410,6 +410,28 @@ fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// The generators' shape, by default `len` events and 1–4 threads; on demand
+/// `PMSIM_GEN_LEN=LO..HI` (events) and `PMSIM_GEN_THREADS=MAX` (≤ 64) draw others. Returns the
+/// range, the thread bound and the variables a replay must set to draw the same traces.
+fn gen_shape(len: std::ops::Range<u64>) -> (std::ops::Range<u64>, u64, String) {
+    let mut replay = String::new();
+    let len = match std::env::var("PMSIM_GEN_LEN") {
+        Ok(v) => {
+            let (lo, hi) = v.split_once("..").expect("PMSIM_GEN_LEN=LO..HI");
+            let r = lo.parse().expect("PMSIM_GEN_LEN: LO")..hi.parse().expect("PMSIM_GEN_LEN: HI");
+            assert!(r.start >= 1 && r.end > r.start, "PMSIM_GEN_LEN: need 1 <= LO < HI");
+            replay.push_str(&format!("PMSIM_GEN_LEN={v} "));
+            r
+        }
+        Err(_) => len,
+    };
+    let threads = env_u64("PMSIM_GEN_THREADS", 4).clamp(1, 64);
+    if threads != 4 {
+        replay.push_str(&format!("PMSIM_GEN_THREADS={threads} "));
+    }
+    (len, threads, replay)
+}
+
 #[test]
 fn random_traces_under_every_design_exhaustively() {
     random_traces(0x5eed, 4..26, 300, "");
@@ -424,8 +446,8 @@ fn long_random_traces_under_every_design_exhaustively() {
 }
 
 /// Draws `cases` random traces (`PMSIM_GEN_CASES`, from seed `PMSIM_GEN_SEED`; `PMSIM_GEN_LONG=1`
-/// replays only the long variant) of `len` events and crashes each at every instant under every
-/// design.
+/// replays only the long variant; shape: `gen_shape`) of `len` events and crashes each at every
+/// instant under every design.
 fn random_traces(salt: u64, len: std::ops::Range<u64>, default_cases: u64, replay: &str) {
     let long = !replay.is_empty();
     if std::env::var("PMSIM_GEN_LONG").is_ok_and(|v| (v == "1") != long) {
@@ -433,11 +455,13 @@ fn random_traces(salt: u64, len: std::ops::Range<u64>, default_cases: u64, repla
     }
     let cases = env_u64("PMSIM_GEN_CASES", default_cases);
     let first = env_u64("PMSIM_GEN_SEED", 1);
+    let (len, max_threads, shape) = gen_shape(len);
+    let replay = format!("{replay}{shape}");
     let mut bad = Vec::new();
     let mut images = 0;
     for seed in first..first + cases {
         let mut r = Rng(seed ^ salt);
-        let threads = 1 + r.below(4) as usize;
+        let threads = 1 + r.below(max_threads) as usize;
         let len = (len.start + r.below(len.end - len.start)) as usize;
         let mut sets = Vec::new();
         if r.below(2) == 0 {
@@ -485,15 +509,18 @@ fn long_random_x86_traces_run_as_written() {
 }
 
 fn random_x86_traces(salt: u64, len: std::ops::Range<u64>, replay: &str) {
-    if std::env::var("PMSIM_GEN_LONG").is_ok_and(|v| (v == "1") != !replay.is_empty()) {
+    let long = !replay.is_empty();
+    if std::env::var("PMSIM_GEN_LONG").is_ok_and(|v| (v == "1") != long) {
         return; // a replay of the other variant
     }
     let cases = env_u64("PMSIM_GEN_CASES", 300);
     let first = env_u64("PMSIM_GEN_SEED", 1);
+    let (len, max_threads, shape) = gen_shape(len);
+    let replay = format!("{replay}{shape}");
     let (mut bad, mut images, mut caught, mut legacy) = (Vec::new(), 0, 0, 0);
     for seed in first..first + cases {
         let mut r = Rng(seed ^ salt);
-        let threads = 1 + r.below(4) as usize;
+        let threads = 1 + r.below(max_threads) as usize;
         let len = (len.start + r.below(len.end - len.start)) as usize;
         let cfg = Cfg { sets: if r.below(2) == 0 { vec![("mc.wpq_entries", "1")] } else { vec![] } };
         let t = Arc::new(random_trace(seed, threads, len, r.below(2) == 0, true));
@@ -725,6 +752,40 @@ fn loads_of_prefetched_or_partly_buffered_lines_reach_coherence() {
                 if let Err(e) = check(&t, d.name, &cfg, name) {
                     panic!("{e}");
                 }
+            }
+        }
+    }
+}
+
+/// Seed 6907 of 100–400-event traces with up to 8 threads, minimised: T6's rmw of a PM lock
+/// word, T5 acquires it and then takes a *DRAM* lock by rmw, which T1 acquires before its PM
+/// store. RP orders T6's lock store before T1's store through the volatile lock (acquire rule,
+/// sync, transitivity). The baseline made only the acquirer's PM stores wait for the PM lock's
+/// write-back, so T5's DRAM rmw went ahead and T1's store could persist first; now every later
+/// store waits, as the sfence after software's clwb of the lock stalls them all.
+#[test]
+fn rp_order_carries_through_a_volatile_lock() {
+    let text = "# pmsim trace v1\nthreads 7\n\
+        T4 store 0x100001000 64 464544434241403f3e3d3c3b3a393837363534333231302f2e2d2c2b2a292827262524232221201f1e1d1c1b1a191817161514131211100f0e0d0c0b0a090807\n\
+        T4 store 0x100000058 8 1211100f0e0d0c0b\n\
+        T6 store 0x100001000 64 4d4c4b4a494847464544434241403f3e3d3c3b3a393837363534333231302f2e2d2c2b2a292827262524232221201f1e1d1c1b1a191817161514131211100f0e\n\
+        T6 rmw 0x100000038 8 10\n\
+        T2 store 0x100000030 8 1d1c1b1a19181716\n\
+        T2 store 0x100000040 64 565554535251504f4e4d4c4b4a494847464544434241403f3e3d3c3b3a393837363534333231302f2e2d2c2b2a292827262524232221201f1e1d1c1b1a191817\n\
+        T5 acquire 0x100000038\n\
+        T1 store 0x100080000 8 2928272625242322\n\
+        T5 rmw 0x4000 8 36\n\
+        T1 acquire 0x4000\n\
+        T1 store 0x100001000 64 8a898887868584838281807f7e7d7c7b7a797877767574737271706f6e6d6c6b6a696867666564636261605f5e5d5c5b5a595857565554535251504f4e4d4c4b\n\
+        T1 ofence\n\
+        T4 ntstore 0x10000005a 2 5a59\n\
+        T2 ntstore 0x100080004 1 5a\n";
+    let t = Arc::new(pmsim_trace::text::parse_str("volatile-lock", text).unwrap());
+    for sets in [vec![], vec![("mc.wpq_entries", "1")], vec![("mc.count", "1")]] {
+        let cfg = Cfg { sets };
+        for d in DESIGNS {
+            if let Err(e) = check(&t, d.name, &cfg, "volatile-lock") {
+                panic!("{e}");
             }
         }
     }

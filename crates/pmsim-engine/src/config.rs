@@ -189,6 +189,15 @@ fn param_err(name: &str, msg: impl Into<String>) -> ConfigError {
 }
 
 impl Config {
+    /// This configuration for a run of `threads` trace threads: the core count raised to the
+    /// thread count when smaller, as the machine does. Build the design from it too, so every
+    /// part sized by cores sees the same count (delegated/BROI once indexed past theirs).
+    pub fn for_threads(&self, threads: usize) -> Config {
+        let mut c = self.clone();
+        c.core.count = c.core.count.max(threads);
+        c
+    }
+
     /// Reads a TOML file; unknown sections or keys are errors naming them.
     pub fn from_toml_file(path: &std::path::Path) -> Result<Config, ConfigError> {
         let file = path.display().to_string();

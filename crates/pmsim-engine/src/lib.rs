@@ -40,6 +40,7 @@ pub fn simulator(
     record: bool,
     allow_broken: bool,
 ) -> Result<Simulator, SimError> {
+    let cfg = &cfg.for_threads(trace.num_threads());
     let d = design::for_trace(design, cfg, allow_broken, trace.dialect()).map_err(SimError::Setup)?;
     Simulator::new(cfg, d, trace.pm.clone(), VecSource::all(trace), trace.labels.clone(), record)
 }

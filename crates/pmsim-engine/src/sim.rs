@@ -527,6 +527,15 @@ impl Simulator {
         lat
     }
 
+    /// Whether the design lets the head's store to `addr` perform now.
+    fn admit(&mut self, c: usize, addr: u64) -> Result<(), StallCause> {
+        if self.m.is_pm(addr) {
+            self.design.admit_store(&mut self.m, c, addr & !(LINE_BYTES - 1))
+        } else {
+            self.design.admit_volatile_store(&mut self.m, c)
+        }
+    }
+
     /// Schedules the drain at `t` if the head must wait until then; true if it must.
     fn wait_until(&mut self, c: usize, t: u64) -> bool {
         if t > self.m.now {
@@ -568,11 +577,9 @@ impl Simulator {
                     if self.wait_until(c, head.ready_at) {
                         return;
                     }
-                    if self.m.is_pm(head.addr) {
-                        if let Err(cause) = self.design.admit_store(&mut self.m, c, head.addr & !(LINE_BYTES - 1)) {
-                            self.m.cores[c].drain_stall = Some(cause);
-                            return;
-                        }
+                    if let Err(cause) = self.admit(c, head.addr) {
+                        self.m.cores[c].drain_stall = Some(cause);
+                        return;
                     }
                     let lat = self.perform_head(c, &head);
                     if self.performed(c, lat) {
@@ -616,11 +623,9 @@ impl Simulator {
                         }
                         self.m.cores[c].head_done = true;
                     }
-                    if self.m.is_pm(head.addr) {
-                        if let Err(cause) = self.design.admit_store(&mut self.m, c, head.addr & !(LINE_BYTES - 1)) {
-                            self.m.cores[c].drain_stall = Some(cause);
-                            return;
-                        }
+                    if let Err(cause) = self.admit(c, head.addr) {
+                        self.m.cores[c].drain_stall = Some(cause);
+                        return;
                     }
                     // An rmw's acquire half comes first: its own write must already depend on
                     // the release it synchronises with.

@@ -251,3 +251,26 @@ fn legacy_sfence_and_flushes_are_mapped_and_counted() {
         assert_eq!(st.pm_writes, 2, "{d}: both lines reach the media");
     }
 }
+
+/// A trace with more threads than `core.count` raises the machine's core count, and every
+/// design must see the raised count too (delegated and BROI once sized their per-core state by
+/// the configured count and panicked on core 4 of an 8-thread trace).
+#[test]
+fn more_threads_than_configured_cores_run_under_every_design() {
+    let mut src = String::from("# pmsim trace v1\nthreads 8\n");
+    for t in 0..8u64 {
+        src.push_str(&format!(
+            "T{t} store {:#x} 8 1\nT{t} ofence\nT{t} store {:#x} 8 2\nT{t} dfence\n",
+            X + 64 * t,
+            Y + 64 * t
+        ));
+    }
+    let t = Arc::new(parse_str("eight.trace", &src).unwrap());
+    let cfg = Config::default();
+    assert!(cfg.core.count < 8);
+    for d in design::DESIGNS {
+        let s = pmsim_engine::simulate(&t, &cfg, d.name).unwrap_or_else(|e| panic!("{}: {e}", d.name));
+        assert_eq!(s.threads, 8, "{}", d.name);
+        assert_eq!(s.pm_stores, 16, "{}", d.name);
+    }
+}

@@ -59,6 +59,7 @@ pub fn analyze(input: &Input, req: &Request, cfg: &Config) -> Result<Vec<Report>
             let instr = match req.instr_ops_per_s {
                 Some(r) => r,
                 None => {
+                    let cfg = &cfg.for_threads(t.num_threads());
                     let d = design::build("eadr", cfg, false)?;
                     let mut sim = Simulator::new(cfg, d, t.pm.clone(), VecSource::all(&t), t.labels.clone(), false)
                         .map_err(|e| e.to_string())?;

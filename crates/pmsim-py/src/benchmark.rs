@@ -99,6 +99,7 @@ pub fn run(p: &Prepared, design: &str, cfg: &Config, repeat: usize) -> Result<Be
     let mut stats: Option<RunStats> = None;
     let mut cores = 0;
     for _ in 0..repeat.max(1) {
+        let cfg = &cfg.for_threads(p.trace.num_threads());
         let d = pmsim_engine::design::build(design, cfg, false)?;
         let mut sim =
             Simulator::new(cfg, d, p.trace.pm.clone(), VecSource::all(&p.trace), p.trace.labels.clone(), false)

@@ -95,6 +95,7 @@ pub fn sources(input: &Input) -> Result<Opened, String> {
 /// Runs one simulation and returns its stats.
 pub fn run(input: &Input, design_name: &str, cfg: &Config, allow_broken: bool) -> Result<RunStats, String> {
     let o = sources(input)?;
+    let cfg = &cfg.for_threads(o.sources.len());
     let d = design::for_trace(design_name, cfg, allow_broken, o.dialect)?;
     let mut sim = Simulator::new(cfg, d, o.pm, o.sources, o.labels, false).map_err(|e| e.to_string())?;
     sim.run().map_err(|e| e.to_string())?;

@@ -24,7 +24,8 @@
 //! - a release's (or rmw's) own PM store is written back at once (clwb + sfence, as software
 //!   does for a persistent lock): the releasing thread's later stores, and the later stores of
 //!   every thread that acquires that address, perform only once it is acknowledged (RP: the
-//!   release's store precedes the acquirer's later stores).
+//!   release's store precedes the acquirer's later stores); volatile ones too, as the sfence
+//!   stalls them all, or the order would not carry through a DRAM lock to a third thread.
 //! - a non-temporal store to a line dirty in a cache first writes that copy back (x86 evicts the
 //!   line; `Hierarchy::nt_store`), so the dirty words of other stores are not silently dropped.
 
@@ -82,6 +83,23 @@ pub struct Baseline {
 }
 
 impl Baseline {
+    /// Stalls `core`'s next store while a synchronisation line it must follow (a release's own
+    /// store it acquired or wrote) is not yet acknowledged.
+    fn sync_wait(&mut self, core: usize) -> Result<(), StallCause> {
+        let flights = &self.flights;
+        let c = &mut self.cores[core];
+        if c.sync_waits.is_empty() || !self.stall {
+            return Ok(());
+        }
+        c.sync_waits.retain(|&(l, target)| flights.get(&l).is_some_and(|f| f.acked < target));
+        if c.sync_waits.is_empty() {
+            Ok(())
+        } else {
+            self.admit_blocked |= 1u64 << (core % 64);
+            Err(StallCause::Fence)
+        }
+    }
+
     pub fn new(cfg: &Config) -> Baseline {
         Baseline {
             cores: (0..64.max(cfg.core.count)).map(|_| CoreState::default()).collect(),
@@ -231,18 +249,13 @@ impl Design for Baseline {
     }
 
     fn admit_store(&mut self, _m: &mut Machine, core: usize, _line: u64) -> Result<(), StallCause> {
-        let flights = &self.flights;
-        let c = &mut self.cores[core];
-        if c.sync_waits.is_empty() || !self.stall {
-            return Ok(());
-        }
-        c.sync_waits.retain(|&(l, target)| flights.get(&l).is_some_and(|f| f.acked < target));
-        if c.sync_waits.is_empty() {
-            Ok(())
-        } else {
-            self.admit_blocked |= 1u64 << (core % 64);
-            Err(StallCause::Fence)
-        }
+        self.sync_wait(core)
+    }
+
+    fn admit_volatile_store(&mut self, _m: &mut Machine, core: usize) -> Result<(), StallCause> {
+        // Software's sfence after persisting the lock stalls every later store, DRAM ones too:
+        // `acquire L (PM); rmw V (DRAM)` / `acquire V; st P` must persist L's store before P.
+        self.sync_wait(core)
     }
 
     fn on_store(&mut self, m: &mut Machine, core: usize, st: &PmStore) {

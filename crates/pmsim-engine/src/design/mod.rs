@@ -100,6 +100,14 @@ pub trait Design: Send {
         Ok(())
     }
 
+    /// May a store to volatile memory (a DRAM word, a volatile lock's release) perform now? As
+    /// [`Design::admit_store`]; a design that orders stores by stalling them (the baseline's
+    /// wait for an acquired lock's write-back) must stall these too, or order would not carry
+    /// through a volatile lock to a third thread.
+    fn admit_volatile_store(&mut self, _m: &mut Machine, _core: usize) -> Result<(), StallCause> {
+        Ok(())
+    }
+
     /// A PM store performed.
     fn on_store(&mut self, m: &mut Machine, core: usize, st: &PmStore);
 
