@@ -651,7 +651,7 @@ impl Buffered {
                     accepted: true,
                     commit_pending: false,
                     held: 0,
-                    spec_ticket: None,
+                    spec_seq: 0,
                 });
                 self.c.delay += 1;
                 m.note("delay", p.core as usize, p.data.line);
@@ -682,7 +682,7 @@ impl Buffered {
             accepted: false,
             commit_pending: false,
             held: 0,
-            spec_ticket: None,
+            spec_seq: 0,
         });
         self.c.undo += 1;
         m.note("undo", p.core as usize, p.data.line);
@@ -825,11 +825,8 @@ impl Buffered {
         let core = u.core as usize;
         match u.pending_write.take() {
             Some(w) => {
-                let before = m.mcs[mc].waited;
+                u.spec_seq = m.mcs[mc].offered;
                 m.mc_write(mc, w, Some(Self::ev(UNDO_ACCEPT, core, ((mc as u64) << 58) | line)));
-                if m.mcs[mc].waited > before {
-                    u.spec_ticket = Some(before);
-                }
             }
             None => u.accepted = true,
         }
@@ -1100,18 +1097,19 @@ impl super::Design for Buffered {
 
     fn crash_writes(&self, m: &Machine, out: &mut Vec<LineData>) {
         // ASAP §V-E: after the WPQ drains, undo records restore speculatively written words.
-        // A record whose speculative write has not reached the ADR domain yet (its PM read is
-        // in flight, or the write waits for a WPQ entry) restores only the words safe writes
-        // stored in it: its read may have seen writes still waiting ahead of it, which the crash
-        // loses. Words it holds for a split safe write waiting for the WPQ go back too.
+        // A record whose speculative write is not persistent yet (its PM read is in flight, the
+        // write waits for a WPQ entry, or under media persistence is not on the media yet)
+        // restores only the words safe writes stored in it: its read may have seen writes still
+        // pending ahead of it, which the crash loses. Words it holds for a split safe write
+        // waiting for the WPQ go back too.
         for rt in &self.rts {
             for r in &rt.records {
                 if r.kind != RecordKind::Undo {
                     continue;
                 }
                 let mc = &m.mcs[m.mc_of(r.line)];
-                let spec_in_adr = !r.reading && r.spec_ticket.is_none_or(|k| mc.unwaited > k);
-                let words = (if spec_in_adr { r.spec } else { r.fresh & r.spec }) | r.held;
+                let spec_persistent = !r.reading && mc.write_persistent(r.line, r.spec_seq);
+                let words = (if spec_persistent { r.spec } else { r.fresh & r.spec }) | r.held;
                 if words == 0 {
                     continue;
                 }

@@ -44,12 +44,12 @@ pub struct Record {
     /// waits for the WPQ; the record (ADR domain) holds them (`data`) until the WPQ takes them,
     /// so a crash never keeps one part of that line write without the other.
     pub held: u8,
-    /// Undo: the speculative write entered the MC's waiting queue as number `k` (`Mc::waited`)
-    /// and is inside the ADR domain only once `Mc::unwaited > k`; `None` once taken at once.
-    /// Until then the old contents the record read may include writes still waiting ahead of it
-    /// (a read sees them), which a crash would lose: only what safe writes gave the record is
-    /// restored.
-    pub spec_ticket: Option<u64>,
+    /// Undo: the speculative write's number at its MC (`Mc::offered`, set once the read
+    /// returned). Until it is persistent (`Mc::write_persistent`: out of the waiting queue, and
+    /// under media persistence written to the media) the old contents the record read may
+    /// include writes still pending ahead of it (a read sees them), which a crash would lose:
+    /// only what safe writes gave the record is restored.
+    pub spec_seq: u64,
 }
 
 pub struct RecoveryTable {

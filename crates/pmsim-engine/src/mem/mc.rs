@@ -92,6 +92,8 @@ pub struct WpqEntry {
     pub done: u64,
     /// When it entered the queue.
     pub arrive: u64,
+    /// Its number among the writes offered to this MC (`Mc::offered`).
+    pub seq: u64,
 }
 
 /// Not started yet (banked model: waits for its bank).
@@ -102,6 +104,8 @@ const UNSTARTED: u64 = u64::MAX;
 pub struct WaitingWrite<R: Copy> {
     pub data: LineData,
     pub reply: Option<R>,
+    /// Its number among the writes offered to this MC (`Mc::offered`).
+    pub seq: u64,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -134,11 +138,9 @@ pub struct Mc<R: Copy> {
     /// whether its line waits, and under write-heavy load (baseline's clwb stream) hundreds of
     /// writes wait: a scan of them was ~9% of such a run.
     waiting_lines: FxHashMap<u64, u32>,
-    /// Writes that ever entered `waiting`, and that ever left it for an entry. The queue is FIFO,
-    /// so the write that entered as number `k` is inside the ADR domain once `unwaited > k`
-    /// (designs use this to tell whether a write they offered has been taken).
-    pub waited: u64,
-    pub unwaited: u64,
+    /// Writes offered so far: the next one offered is number `offered` (see
+    /// [`Mc::write_persistent`]).
+    pub offered: u64,
     cap: usize,
     write_free: u64,
     read_free: u64,
@@ -171,8 +173,7 @@ impl<R: Copy> Mc<R> {
             wpq: VecDeque::with_capacity(cfg.mc.wpq_entries),
             waiting: VecDeque::new(),
             waiting_lines: FxHashMap::default(),
-            waited: 0,
-            unwaited: 0,
+            offered: 0,
             cap: cfg.mc.wpq_entries,
             write_free: 0,
             read_free: 0,
@@ -205,7 +206,6 @@ impl<R: Copy> Mc<R> {
 
     /// Queues a write that found no free entry.
     fn wait(&mut self, w: WaitingWrite<R>) {
-        self.waited += 1;
         *self.waiting_lines.entry(w.data.line).or_insert(0) += 1;
         self.waiting.push_back(w);
     }
@@ -213,7 +213,6 @@ impl<R: Copy> Mc<R> {
     /// The oldest waiting write, which now takes an entry.
     fn accept_waiting(&mut self) -> Option<WaitingWrite<R>> {
         let w = self.waiting.pop_front()?;
-        self.unwaited += 1;
         if let Some(n) = self.waiting_lines.get_mut(&w.data.line) {
             *n -= 1;
             if *n == 0 {
@@ -227,6 +226,16 @@ impl<R: Copy> Mc<R> {
     #[inline]
     fn line_waits(&self, line: u64) -> bool {
         !self.waiting.is_empty() && self.waiting_lines.contains_key(&line)
+    }
+
+    /// Whether write number `seq` of `line` (`offered` when it was offered) is persistent: no
+    /// write of the line up to it waits for an entry, nor, where the queue is outside the
+    /// persistence domain (banked, `persist_at = "media"`), is still in the queue. Writes of
+    /// one line persist in the order offered, so an older one pending means this one is too.
+    pub fn write_persistent(&self, line: u64, seq: u64) -> bool {
+        let pending = |l: u64, k: u64| l == line && k <= seq;
+        !(self.line_waits(line) && self.waiting.iter().any(|w| pending(w.data.line, w.seq))
+            || !self.queue_persistent() && self.wpq.iter().any(|e| pending(e.data.line, e.seq)))
     }
 
     /// Whether the queue's contents survive a crash (ADR): always for the default model; for
@@ -297,7 +306,7 @@ impl<R: Copy> Mc<R> {
 
     // ---- the banked model ---------------------------------------------------------------
 
-    fn offer_banked(&mut self, now: u64, data: LineData, reply: Option<R>) -> Option<u64> {
+    fn offer_banked(&mut self, now: u64, data: LineData, reply: Option<R>, seq: u64) -> Option<u64> {
         let media = self.banks.as_ref().is_some_and(|b| b.persist_at_media);
         // Coalescing would merge two writes under one acknowledgement; with the media as the
         // persistence domain each write keeps its own.
@@ -314,17 +323,17 @@ impl<R: Copy> Mc<R> {
         }
         if self.wpq.len() >= self.cap || !self.waiting.is_empty() {
             self.stats.wpq_full_waits += 1;
-            self.wait(WaitingWrite { data, reply });
+            self.wait(WaitingWrite { data, reply, seq });
             return None;
         }
-        self.insert_banked(now, data, reply);
+        self.insert_banked(now, data, reply, seq);
         self.issue(now);
         None
     }
 
-    fn insert_banked(&mut self, now: u64, data: LineData, reply: Option<R>) {
+    fn insert_banked(&mut self, now: u64, data: LineData, reply: Option<R>, seq: u64) {
         self.account(now);
-        self.wpq.push_back(WpqEntry { data, start: UNSTARTED, done: UNSTARTED, arrive: now });
+        self.wpq.push_back(WpqEntry { data, start: UNSTARTED, done: UNSTARTED, arrive: now, seq });
         let media = self.banks.as_ref().is_some_and(|b| b.persist_at_media);
         if media {
             self.replies.push_back(reply);
@@ -402,7 +411,7 @@ impl<R: Copy> Mc<R> {
         }
         while self.wpq.len() < self.cap {
             let Some(w) = self.accept_waiting() else { break };
-            self.insert_banked(now, w.data, w.reply);
+            self.insert_banked(now, w.data, w.reply, w.seq);
         }
         self.issue(now);
     }
@@ -456,8 +465,10 @@ impl<R: Copy> Mc<R> {
     /// write (the caller schedules its completion), `Some(0)` if it coalesced, `None` if it must
     /// wait (it is queued; `complete` will accept it later).
     pub fn offer(&mut self, now: u64, data: LineData, reply: Option<R>) -> Option<u64> {
+        let seq = self.offered;
+        self.offered += 1;
         if self.banks.is_some() {
-            return self.offer_banked(now, data, reply);
+            return self.offer_banked(now, data, reply, seq);
         }
         // Coalescing must not jump ahead of an older write to the same line that is still
         // waiting for an entry: that write would later overwrite the newer data.
@@ -471,23 +482,29 @@ impl<R: Copy> Mc<R> {
         }
         if self.wpq.len() >= self.cap || !self.waiting.is_empty() {
             self.stats.wpq_full_waits += 1;
-            self.wait(WaitingWrite { data, reply });
+            self.wait(WaitingWrite { data, reply, seq });
             return None;
         }
-        Some(self.insert(now, data))
+        Some(self.insert(now, data, seq))
     }
 
     /// Applies `data` at once, outside the queue and the media's bandwidth (the ASAP artifact's
-    /// functional delay records): into NVM, and into every queued write of the line, so that none
-    /// of them (all older) lands on top of it later.
+    /// functional delay records): into every queued write of the line, so that none of them (all
+    /// older) lands on top of it later, and into NVM unless one of them is not persistent yet
+    /// (waiting for an entry, or under media persistence still queued): then it persists with
+    /// the oldest of them, never before an older write of its line.
     pub fn apply_functional(&mut self, data: &LineData, nvm: Option<&mut Nvm>) {
+        let queue_persistent = self.queue_persistent();
+        let mut behind_pending = false;
         for e in self.wpq.iter_mut().filter(|e| e.data.line == data.line) {
             e.data.merge(data);
+            behind_pending |= !queue_persistent;
         }
         for w in self.waiting.iter_mut().filter(|w| w.data.line == data.line) {
             w.data.merge(data);
+            behind_pending = true;
         }
-        if let Some(nvm) = nvm {
+        if let Some(nvm) = nvm.filter(|_| !behind_pending) {
             nvm.write_line(data);
         }
     }
@@ -511,13 +528,13 @@ impl<R: Copy> Mc<R> {
         hit
     }
 
-    fn insert(&mut self, now: u64, data: LineData) -> u64 {
+    fn insert(&mut self, now: u64, data: LineData, seq: u64) -> u64 {
         self.xp_touch(data.line);
         self.account(now);
         let start = now.max(self.write_free);
         self.write_free = start + self.write_occ_ps;
         let done = start + self.write_ps;
-        self.wpq.push_back(WpqEntry { data, start, done, arrive: now });
+        self.wpq.push_back(WpqEntry { data, start, done, arrive: now, seq });
         self.stats.wpq_occupancy_max = self.stats.wpq_occupancy_max.max(self.wpq.len());
         done
     }
@@ -541,7 +558,7 @@ impl<R: Copy> Mc<R> {
         self.stats.pm_writes += 1;
         while self.wpq.len() < self.cap {
             let Some(w) = self.accept_waiting() else { break };
-            let done = self.insert(now, w.data);
+            let done = self.insert(now, w.data, w.seq);
             accepted.push((w.reply, done));
         }
     }
