@@ -542,7 +542,15 @@ fn random_x86_traces(salt: u64, len: std::ops::Range<u64>, replay: &str) {
         let mut r = Rng(seed ^ salt);
         let threads = 1 + r.below(max_threads) as usize;
         let len = (len.start + r.below(len.end - len.start)) as usize;
-        let cfg = Cfg { sets: if r.below(2) == 0 { vec![("mc.wpq_entries", "1")] } else { vec![] } };
+        let mut sets = if r.below(2) == 0 { vec![("mc.wpq_entries", "1")] } else { vec![] };
+        let mut r2 = Rng(seed ^ salt ^ 0xcac4e); // apart, as in `random_traces`
+        if r2.below(4) == 0 {
+            sets.extend(TINY_CACHES);
+        }
+        if r2.below(4) == 0 {
+            sets.push(("pm.model", "banked"));
+        }
+        let cfg = Cfg { sets };
         let t = Arc::new(random_trace(seed, threads, len, r.below(2) == 0, true));
         if t.dialect() != pmsim_trace::Dialect::X86 {
             continue; // no flush or fence drawn: nothing x86 about it
@@ -860,7 +868,9 @@ fn undo_records_restore_only_persistent_reads_under_media_persistence() {
     // Seed 3072, minimised: the artifact's functional delay record (`rt.delay_through_wpq =
     // false`) wrote its word straight to NVM while the older speculative write of the line (g2)
     // was still queued, not persistent under media persistence: a crash kept the newer word
-    // without g2. It now persists with the queued write, never before it.
+    // without g2. It now persists with the queued write, never before it, and its commit's
+    // acknowledgement waits for that (seed 185: acknowledged at once, a dfence completed
+    // before its stores were durable).
     let text = "# pmsim trace v1\nthreads 1\n\
         T0 store 0x100080030 8 2928272625242322\n\
         T0 ofence\n\
@@ -868,12 +878,30 @@ fn undo_records_restore_only_persistent_reads_under_media_persistence() {
         T0 rmw 0x4000 8 25\n\
         T0 ntstore 0x100000034 4 302f2e2d\n\
         T0 mfence\n";
-    let t = Arc::new(pmsim_trace::text::parse_str("media-functional-delay", text).unwrap());
+    let acknowledged = "# pmsim trace v1\nthreads 4\n\
+        T0 load 0x100000078 8\n\
+        T0 release 0x100002000 8 12\n\
+        T3 rmw 0x100000038 8 13\n\
+        T1 acquire 0x100002000\n\
+        T0 store 0x100080000 8 201f1e1d1c1b1a19\n\
+        T1 store 0x10000001b 1 1d\n\
+        T1 rmw 0x100000038 8 1e\n\
+        T1 ofence\n\
+        T3 store 0x100080018 8 333231302f2e2d2c\n\
+        T0 dfence\n\
+        T3 store 0x10000001c 4 39383736\n\
+        T1 ntstore 0x100001000 8 41403f3e3d3c3b3a\n\
+        T0 store 0x100000000 2 4b4a\n";
     let sets = vec![("pm.model", "banked"), ("rt.undo_reads_pm", "false"), ("rt.delay_through_wpq", "false")];
-    let cfg = Cfg { sets };
-    for d in DESIGNS {
-        if let Err(e) = check(&t, d.name, &cfg, "media-functional-delay") {
-            panic!("{e}");
+    for text in [text, acknowledged] {
+        let t = Arc::new(pmsim_trace::text::parse_str("media-functional-delay", text).unwrap());
+        for extra in [None, Some(("mc.count", "1"))] {
+            let cfg = Cfg { sets: sets.iter().copied().chain(extra).collect() };
+            for d in DESIGNS {
+                if let Err(e) = check(&t, d.name, &cfg, "media-functional-delay") {
+                    panic!("{e}");
+                }
+            }
         }
     }
 }

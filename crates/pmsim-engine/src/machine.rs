@@ -561,9 +561,11 @@ impl Machine {
     }
 
     /// A write applied by MC `mc` at once, outside its WPQ and media bandwidth (the ASAP
-    /// artifact's functional delay records, `rt.delay_through_wpq = false`); `reply` one ACK later.
+    /// artifact's functional delay records, `rt.delay_through_wpq = false`); `reply` one ACK later,
+    /// or, if an older write of the line is not persistent yet, once it is (`Mc::apply_functional`).
     pub fn mc_apply_functional(&mut self, mc: usize, data: LineData, reply: Option<DesignEv>) {
-        self.mcs[mc].apply_functional(&data, if self.track_data { Some(&mut self.nvm) } else { None });
+        let reply =
+            self.mcs[mc].apply_functional(&data, if self.track_data { Some(&mut self.nvm) } else { None }, reply);
         if self.track_data {
             self.nvm_written.push(data.line);
         }
@@ -613,6 +615,12 @@ impl Machine {
             }
         }
         self.mc_accepted = acc;
+        // Functional writes whose line's older write just became persistent.
+        for i in 0..self.mcs[mc].out_replies.len() {
+            let r = self.mcs[mc].out_replies[i];
+            self.schedule(self.now + self.ack_ps, Ev::Design(r));
+        }
+        self.mcs[mc].out_replies.clear();
     }
 
     /// What memory holds for `line` as a read would see it: NVM overlaid with the WPQ.

@@ -162,6 +162,9 @@ pub struct Mc<R: Copy> {
     /// Banked model outputs the engine collects after each call.
     pub out_wakes: Vec<u64>,
     pub out_replies: Vec<R>,
+    /// Functional writes merged behind a write of their line that is not persistent yet:
+    /// (line, that write's number, reply), released into `out_replies` once it persists.
+    functional_waits: Vec<(u64, u64, R)>,
     pub out_retired: Vec<u64>,
     /// Scratch: best candidate per bank during an issue pass.
     pick: Vec<Option<(bool, usize)>>,
@@ -191,6 +194,7 @@ impl<R: Copy> Mc<R> {
             replies: VecDeque::new(),
             out_wakes: Vec::new(),
             out_replies: Vec::new(),
+            functional_waits: Vec::new(),
             out_retired: Vec::new(),
             pick: vec![None; cfg.bank.count],
         }
@@ -413,6 +417,9 @@ impl<R: Copy> Mc<R> {
             let Some(w) = self.accept_waiting() else { break };
             self.insert_banked(now, w.data, w.reply, w.seq);
         }
+        if !self.functional_waits.is_empty() {
+            self.release_functional();
+        }
         self.issue(now);
     }
 
@@ -491,21 +498,49 @@ impl<R: Copy> Mc<R> {
     /// Applies `data` at once, outside the queue and the media's bandwidth (the ASAP artifact's
     /// functional delay records): into every queued write of the line, so that none of them (all
     /// older) lands on top of it later, and into NVM unless one of them is not persistent yet
-    /// (waiting for an entry, or under media persistence still queued): then it persists with
-    /// the oldest of them, never before an older write of its line.
-    pub fn apply_functional(&mut self, data: &LineData, nvm: Option<&mut Nvm>) {
+    /// (waiting for an entry, or under media persistence still queued). Then it persists with
+    /// the oldest of them, never before an older write of its line, and its reply waits for that
+    /// (`out_replies`); otherwise the reply is returned for the caller to send now.
+    pub fn apply_functional(&mut self, data: &LineData, nvm: Option<&mut Nvm>, reply: Option<R>) -> Option<R> {
         let queue_persistent = self.queue_persistent();
-        let mut behind_pending = false;
+        let mut oldest_pending: Option<u64> = None;
         for e in self.wpq.iter_mut().filter(|e| e.data.line == data.line) {
             e.data.merge(data);
-            behind_pending |= !queue_persistent;
+            if !queue_persistent {
+                oldest_pending = Some(oldest_pending.map_or(e.seq, |k| k.min(e.seq)));
+            }
         }
         for w in self.waiting.iter_mut().filter(|w| w.data.line == data.line) {
             w.data.merge(data);
-            behind_pending = true;
+            oldest_pending = Some(oldest_pending.map_or(w.seq, |k| k.min(w.seq)));
         }
-        if let Some(nvm) = nvm.filter(|_| !behind_pending) {
-            nvm.write_line(data);
+        match oldest_pending {
+            Some(seq) => {
+                if let Some(r) = reply {
+                    self.functional_waits.push((data.line, seq, r));
+                }
+                None
+            }
+            None => {
+                if let Some(nvm) = nvm {
+                    nvm.write_line(data);
+                }
+                reply
+            }
+        }
+    }
+
+    /// Moves the replies of functional writes whose line write has persisted to `out_replies`.
+    fn release_functional(&mut self) {
+        let mut i = 0;
+        while i < self.functional_waits.len() {
+            let (line, seq, r) = self.functional_waits[i];
+            if self.write_persistent(line, seq) {
+                self.out_replies.push(r);
+                self.functional_waits.swap_remove(i);
+            } else {
+                i += 1;
+            }
         }
     }
 
@@ -560,6 +595,9 @@ impl<R: Copy> Mc<R> {
             let Some(w) = self.accept_waiting() else { break };
             let done = self.insert(now, w.data, w.seq);
             accepted.push((w.reply, done));
+        }
+        if !self.functional_waits.is_empty() {
+            self.release_functional();
         }
     }
 
