@@ -892,10 +892,26 @@ fn undo_records_restore_only_persistent_reads_under_media_persistence() {
         T3 store 0x10000001c 4 39383736\n\
         T1 ntstore 0x100001000 8 41403f3e3d3c3b3a\n\
         T0 store 0x100000000 2 4b4a\n";
-    let sets = vec![("pm.model", "banked"), ("rt.undo_reads_pm", "false"), ("rt.delay_through_wpq", "false")];
-    for text in [text, acknowledged] {
+    // Seed 12465: a functional safe write split by another epoch's undo record, its memory part
+    // behind a queued write (media persistence): the record must hold that part until it persists.
+    let split = "# pmsim trace v1\nthreads 4\n\
+        T0 store 0x10000000c 2 201\n\
+        T0 store 0x100000016 2 504\n\
+        T1 store 0x10008003e 2 605\n\
+        T2 load 0x100000020 8\n\
+        T2 store 0x100000045 1 d\n\
+        T2 store 0x100080008 1 10\n\
+        T2 store 0x100001000 64 51504f4e4d4c4b4a494847464544434241403f3e3d3c3b3a393837363534333231302f2e2d2c2b2a292827262524232221201f1e1d1c1b1a1918171615141312\n\
+        T3 store 0x100001024 2 1e1d\n\
+        T2 load 0x100000000 64\n\
+        T2 store 0x10000003c 4 27262524\n\
+        T3 store 0x100080014 4 28272625\n\
+        T1 store 0x100000000 64 7574737271706f6e6d6c6b6a696867666564636261605f5e5d5c5b5a595857565554535251504f4e4d4c4b4a494847464544434241403f3e3d3c3b3a39383736\n\
+        T1 release 0x100000038 8 3b\n";
+    let sets = [("pm.model", "banked"), ("rt.undo_reads_pm", "false"), ("rt.delay_through_wpq", "false")];
+    for text in [text, acknowledged, split] {
         let t = Arc::new(pmsim_trace::text::parse_str("media-functional-delay", text).unwrap());
-        for extra in [None, Some(("mc.count", "1"))] {
+        for extra in [None, Some(("mc.count", "1")), Some(("pb.line_flushes_overlap", "true"))] {
             let cfg = Cfg { sets: sets.iter().copied().chain(extra).collect() };
             for d in DESIGNS {
                 if let Err(e) = check(&t, d.name, &cfg, "media-functional-delay") {

@@ -763,11 +763,13 @@ impl Buffered {
                 }
             }
             m.persist_version += 1;
-            if to_mem.mask != 0 && to_mem.mask != data.mask && !functional {
+            if to_mem.mask != 0 && to_mem.mask != data.mask {
                 // Split between the record and memory: the record holds the memory part too
                 // until the WPQ takes it, or a crash while it waits for WPQ space (outside the
                 // ADR domain) would keep the record's part alone, a torn line write (found by
-                // the random x86 trace generator, seeds 16444 and 17188).
+                // the random x86 trace generator, seeds 16444 and 17188). A functional write
+                // is held too: behind a queued write of its line that is not persistent yet
+                // (media persistence) it persists only with that one (seed 12465).
                 u.held |= to_mem.mask;
                 let slot = match self.split.iter().position(Option::is_none) {
                     Some(i) => i,
@@ -777,7 +779,12 @@ impl Buffered {
                     }
                 };
                 self.split[slot] = Some(SplitWrite { mc, line: data.line, words: to_mem.mask, reply });
-                m.mc_write(mc, to_mem, Some(Self::ev(SPLIT_ACCEPT, 0, slot as u64)));
+                let accepted = Some(Self::ev(SPLIT_ACCEPT, 0, slot as u64));
+                if functional {
+                    m.mc_apply_functional(mc, to_mem, accepted);
+                } else {
+                    m.mc_write(mc, to_mem, accepted);
+                }
                 return;
             }
         }
