@@ -98,6 +98,24 @@ fn check(trace: &Arc<Trace>, design: &str, cfg: &Cfg, what: &str) -> Result<u64,
     ))
 }
 
+/// A regression trace: every design keeps its promise at every crash instant under each of
+/// `configs` (sets of `--set` overrides).
+fn passes_everywhere(name: &str, text: &str, configs: &[&[(&'static str, &'static str)]]) {
+    let t = Arc::new(pmsim_trace::text::parse_str(name, text).unwrap());
+    for sets in configs {
+        let cfg = Cfg { sets: sets.to_vec() };
+        for d in DESIGNS {
+            if let Err(e) = check(&t, d.name, &cfg, name) {
+                panic!("{e}");
+            }
+        }
+    }
+}
+
+/// 1-entry persist buffers, epoch tables, recovery tables and WPQs.
+const SMALL: [(&str, &str); 4] =
+    [("mc.wpq_entries", "1"), ("pb.entries", "1"), ("et.entries", "1"), ("rt.entries", "1")];
+
 // ---------------------------------------------------------------------------------------------
 // The litmus family.
 
@@ -646,15 +664,11 @@ fn asap_split_safe_write_is_not_torn() {
         T0 store 0x10000000e 2 1110\n\
         T0 ntstore 0x100000040 8 1c1b1a1918171615\n";
     for (name, text) in [("delay record", text), ("two threads", two_threads), ("undo read", undo_read)] {
-        let t = Arc::new(pmsim_trace::text::parse_str(name, text).unwrap());
-        for wpq in ["1", "2", "16"] {
-            let cfg = Cfg { sets: vec![("mc.wpq_entries", wpq)] };
-            for d in DESIGNS {
-                if let Err(e) = check(&t, d.name, &cfg, name) {
-                    panic!("{e}");
-                }
-            }
-        }
+        passes_everywhere(
+            name,
+            text,
+            &[&[("mc.wpq_entries", "1")], &[("mc.wpq_entries", "2")], &[("mc.wpq_entries", "16")]],
+        );
     }
 }
 
@@ -675,15 +689,7 @@ fn rp_orders_through_racing_volatile_stores() {
         T0 store 0x100080000 64 9b9a999897969594939291908f8e8d8c8b8a898887868584838281807f7e7d7c7b7a797877767574737271706f6e6d6c6b6a696867666564636261605f5e5d5c\n\
         T0 ofence\n\
         T0 store 0x8006 2 605f\n";
-    let t = Arc::new(pmsim_trace::text::parse_str("volatile-race", text).unwrap());
-    for sets in [vec![], vec![("mc.count", "1")]] {
-        let cfg = Cfg { sets };
-        for d in DESIGNS {
-            if let Err(e) = check(&t, d.name, &cfg, "volatile-race") {
-                panic!("{e}");
-            }
-        }
-    }
+    passes_everywhere("volatile-race", text, &[&[], &[("mc.count", "1")]]);
 }
 
 /// Seed 602980 of the long random traces, minimised: T0's load is forwarded from its own store
@@ -728,17 +734,8 @@ fn forwarded_loads_order_nothing_across_threads() {
         T1 load 0x100080000 8\n\
         T1 dfence\n\
         T1 store 0x100000070 8 2524232221201f1e\n";
-    let small = [("mc.wpq_entries", "1"), ("pb.entries", "1"), ("et.entries", "1"), ("rt.entries", "1")];
     for (name, text) in [("forwarded-load", text), ("partly-forwarded", partly), ("overtaken-source", overtaken)] {
-        let t = Arc::new(pmsim_trace::text::parse_str(name, text).unwrap());
-        for sets in [vec![], vec![("mc.count", "1")], small.to_vec()] {
-            let cfg = Cfg { sets };
-            for d in DESIGNS {
-                if let Err(e) = check(&t, d.name, &cfg, name) {
-                    panic!("{e}");
-                }
-            }
-        }
+        passes_everywhere(name, text, &[&[], &[("mc.count", "1")], &SMALL]);
     }
 }
 
@@ -771,17 +768,8 @@ fn loads_of_prefetched_or_partly_buffered_lines_reach_coherence() {
         T1 store 0x100001038 8 434241403f3e3d3c\n\
         T0 store 0x100001010 8 4544434241403f3e\n\
         T1 load 0x100001000 64\n";
-    let small = [("mc.wpq_entries", "1"), ("pb.entries", "1"), ("et.entries", "1"), ("rt.entries", "1")];
     for (name, text) in [("prefetched", prefetched), ("partly-buffered", partly_buffered)] {
-        let t = Arc::new(pmsim_trace::text::parse_str(name, text).unwrap());
-        for sets in [vec![], vec![("mc.count", "1")], small.to_vec()] {
-            let cfg = Cfg { sets };
-            for d in DESIGNS {
-                if let Err(e) = check(&t, d.name, &cfg, name) {
-                    panic!("{e}");
-                }
-            }
-        }
+        passes_everywhere(name, text, &[&[], &[("mc.count", "1")], &SMALL]);
     }
 }
 
@@ -808,15 +796,7 @@ fn rp_order_carries_through_a_volatile_lock() {
         T1 ofence\n\
         T4 ntstore 0x10000005a 2 5a59\n\
         T2 ntstore 0x100080004 1 5a\n";
-    let t = Arc::new(pmsim_trace::text::parse_str("volatile-lock", text).unwrap());
-    for sets in [vec![], vec![("mc.wpq_entries", "1")], vec![("mc.count", "1")]] {
-        let cfg = Cfg { sets };
-        for d in DESIGNS {
-            if let Err(e) = check(&t, d.name, &cfg, "volatile-lock") {
-                panic!("{e}");
-            }
-        }
-    }
+    passes_everywhere("volatile-lock", text, &[&[], &[("mc.wpq_entries", "1")], &[("mc.count", "1")]]);
 }
 
 /// Seed 1101 of the long random traces once they drew the banked PM model, minimised: under
@@ -856,15 +836,7 @@ fn undo_records_restore_only_persistent_reads_under_media_persistence() {
         T1 store 0x100001000 64 7c7b7a797877767574737271706f6e6d6c6b6a696867666564636261605f5e5d5c5b5a595857565554535251504f4e4d4c4b4a494847464544434241403f3e3d\n\
         T1 store 0x100000000 64 7d7c7b7a797877767574737271706f6e6d6c6b6a696867666564636261605f5e5d5c5b5a595857565554535251504f4e4d4c4b4a494847464544434241403f3e\n\
         T2 release 0x100000038 8 58\n";
-    let t = Arc::new(pmsim_trace::text::parse_str("media-undo", text).unwrap());
-    for sets in [vec![("pm.model", "banked")], vec![("pm.model", "banked"), ("mc.count", "1")]] {
-        let cfg = Cfg { sets };
-        for d in DESIGNS {
-            if let Err(e) = check(&t, d.name, &cfg, "media-undo") {
-                panic!("{e}");
-            }
-        }
-    }
+    passes_everywhere("media-undo", text, &[&[("pm.model", "banked")], &[("pm.model", "banked"), ("mc.count", "1")]]);
     // Seed 3072, minimised: the artifact's functional delay record (`rt.delay_through_wpq =
     // false`) wrote its word straight to NVM while the older speculative write of the line (g2)
     // was still queued, not persistent under media persistence: a crash kept the newer word
@@ -908,16 +880,14 @@ fn undo_records_restore_only_persistent_reads_under_media_persistence() {
         T3 store 0x100080014 4 28272625\n\
         T1 store 0x100000000 64 7574737271706f6e6d6c6b6a696867666564636261605f5e5d5c5b5a595857565554535251504f4e4d4c4b4a494847464544434241403f3e3d3c3b3a39383736\n\
         T1 release 0x100000038 8 3b\n";
-    let sets = [("pm.model", "banked"), ("rt.undo_reads_pm", "false"), ("rt.delay_through_wpq", "false")];
+    const FUNCTIONAL: [(&str, &str); 3] =
+        [("pm.model", "banked"), ("rt.undo_reads_pm", "false"), ("rt.delay_through_wpq", "false")];
+    let [a, b, c] = FUNCTIONAL;
     for text in [text, acknowledged, split] {
-        let t = Arc::new(pmsim_trace::text::parse_str("media-functional-delay", text).unwrap());
-        for extra in [None, Some(("mc.count", "1")), Some(("pb.line_flushes_overlap", "true"))] {
-            let cfg = Cfg { sets: sets.iter().copied().chain(extra).collect() };
-            for d in DESIGNS {
-                if let Err(e) = check(&t, d.name, &cfg, "media-functional-delay") {
-                    panic!("{e}");
-                }
-            }
-        }
+        passes_everywhere(
+            "media-functional-delay",
+            text,
+            &[&FUNCTIONAL, &[a, b, c, ("mc.count", "1")], &[a, b, c, ("pb.line_flushes_overlap", "true")]],
+        );
     }
 }
