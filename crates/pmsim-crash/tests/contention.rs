@@ -462,7 +462,7 @@ fn gen_shape(len: std::ops::Range<u64>) -> (std::ops::Range<u64>, u64, String) {
 
 #[test]
 fn random_traces_under_every_design_exhaustively() {
-    random_traces(0x5eed, 4..26, 300, "");
+    random_traces(0x5eed, 4..26, 1500, "");
 }
 
 /// As above with 20–100 events: long enough for store buffers, epochs and WPQs to fill and drain
@@ -470,7 +470,7 @@ fn random_traces_under_every_design_exhaustively() {
 /// from its own store buffer across another core's store).
 #[test]
 fn long_random_traces_under_every_design_exhaustively() {
-    random_traces(0x1096, 20..100, 300, "PMSIM_GEN_LONG=1 ");
+    random_traces(0x1096, 20..100, 1500, "PMSIM_GEN_LONG=1 ");
 }
 
 /// Draws `cases` random traces (`PMSIM_GEN_CASES`, from seed `PMSIM_GEN_SEED`; `PMSIM_GEN_LONG=1`
@@ -551,7 +551,7 @@ fn random_x86_traces(salt: u64, len: std::ops::Range<u64>, replay: &str) {
     if std::env::var("PMSIM_GEN_LONG").is_ok_and(|v| (v == "1") != long) {
         return; // a replay of the other variant
     }
-    let cases = env_u64("PMSIM_GEN_CASES", 300);
+    let cases = env_u64("PMSIM_GEN_CASES", 1500);
     let first = env_u64("PMSIM_GEN_SEED", 1);
     let (len, max_threads, shape) = gen_shape(len);
     let replay = format!("{replay}{shape}");
@@ -890,4 +890,20 @@ fn undo_records_restore_only_persistent_reads_under_media_persistence() {
             &[&FUNCTIONAL, &[a, b, c, ("mc.count", "1")], &[a, b, c, ("pb.line_flushes_overlap", "true")]],
         );
     }
+}
+
+/// OPEN BUG (seed 1145973, minimised; ignored until fixed, `cargo test ... -- --ignored`): under
+/// media persistence with overlapping line flushes, T1's line write is still queued when T0's
+/// early flush makes an undo record for the line; T1's rmw arrives as a safe write and the record
+/// absorbs its word. A crash restores that word from the record (persistence domain) while T1's
+/// older line write is lost: the record must count an absorbed safe word, and acknowledge it,
+/// only once every older write of the line is persistent.
+#[test]
+#[ignore = "open bug: an undo record absorbs a safe write ahead of an older queued write of its line"]
+fn undo_record_absorbs_safe_write_only_behind_persistent_older_writes() {
+    let text = "# pmsim trace v1\nthreads 4\n\
+        T1 ntstore 0x100000000 64 41403f3e3d3c3b3a393837363534333231302f2e2d2c2b2a292827262524232221201f1e1d1c1b1a191817161514131211100f0e0d0c0b0a0908070605040302\n\
+        T1 rmw 0x100000038 8 4\n\
+        T0 rmw 0x100000038 8 8\n";
+    passes_everywhere("absorbed-safe-write", text, &[&[("pm.model", "banked"), ("pb.line_flushes_overlap", "true")]]);
 }
