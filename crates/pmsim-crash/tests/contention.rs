@@ -892,18 +892,27 @@ fn undo_records_restore_only_persistent_reads_under_media_persistence() {
     }
 }
 
-/// OPEN BUG (seed 1145973, minimised; ignored until fixed, `cargo test ... -- --ignored`): under
-/// media persistence with overlapping line flushes, T1's line write is still queued when T0's
-/// early flush makes an undo record for the line; T1's rmw arrives as a safe write and the record
-/// absorbs its word. A crash restores that word from the record (persistence domain) while T1's
-/// older line write is lost: the record must count an absorbed safe word, and acknowledge it,
-/// only once every older write of the line is persistent.
+/// Seed 1145973 (minimised): under media persistence with overlapping line flushes, T1's line
+/// write is still queued when T0's early flush makes an undo record for the line; T1's rmw arrives
+/// as a safe write and the record absorbed its word at once. A crash restored that word from the
+/// record (persistence domain) while T1's older line write was lost. The same on the default
+/// (ADR) model when that line write waits for a full WPQ (`mc.wpq_entries = 1`, behind another
+/// line). The record now takes such a write as a layer, counted and acknowledged only once every
+/// older write of the line is persistent.
 #[test]
-#[ignore = "open bug: an undo record absorbs a safe write ahead of an older queued write of its line"]
 fn undo_record_absorbs_safe_write_only_behind_persistent_older_writes() {
-    let text = "# pmsim trace v1\nthreads 4\n\
-        T1 ntstore 0x100000000 64 41403f3e3d3c3b3a393837363534333231302f2e2d2c2b2a292827262524232221201f1e1d1c1b1a191817161514131211100f0e0d0c0b0a0908070605040302\n\
-        T1 rmw 0x100000038 8 4\n\
-        T0 rmw 0x100000038 8 8\n";
-    passes_everywhere("absorbed-safe-write", text, &[&[("pm.model", "banked"), ("pb.line_flushes_overlap", "true")]]);
+    let line = "41403f3e3d3c3b3a393837363534333231302f2e2d2c2b2a292827262524232221201f1e1d1c1b1a191817161514131211100f0e0d0c0b0a0908070605040302";
+    let media = format!(
+        "# pmsim trace v1\nthreads 4\nT1 ntstore 0x100000000 64 {line}\nT1 rmw 0x100000038 8 4\nT0 rmw 0x100000038 8 8\n"
+    );
+    passes_everywhere("absorbed-safe-write", &media, &[&[("pm.model", "banked"), ("pb.line_flushes_overlap", "true")]]);
+    let full_wpq = format!(
+        "# pmsim trace v1\nthreads 4\nT1 ntstore 0x100000040 64 {line}\nT1 ntstore 0x100000000 64 {line}\n\
+         T1 rmw 0x100000038 8 4\nT0 rmw 0x100000038 8 8\n"
+    );
+    passes_everywhere(
+        "absorbed-behind-full-wpq",
+        &full_wpq,
+        &[&[("mc.wpq_entries", "1"), ("pb.line_flushes_overlap", "true")]],
+    );
 }

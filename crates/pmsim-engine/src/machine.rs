@@ -575,6 +575,14 @@ impl Machine {
         }
     }
 
+    /// `reply` inside MC `mc` once write number `seq` of `line` is persistent: now if it is,
+    /// otherwise one ACK after it becomes so (`Mc::when_persistent`).
+    pub fn mc_when_persistent(&mut self, mc: usize, line: u64, seq: u64, reply: DesignEv) {
+        if let Some(r) = self.mcs[mc].when_persistent(line, seq, reply) {
+            self.schedule(self.now, Ev::Design(r));
+        }
+    }
+
     /// A line read arriving at MC `mc` now; `reply` is delivered one hop after the data is ready.
     pub fn mc_read(&mut self, mc: usize, line: u64, reply: DesignEv) {
         let ready = self.mcs[mc].read(self.now, line);

@@ -20,7 +20,7 @@
 //! variants switch off one mechanism each so the checker can be shown to catch them.
 
 use super::pb::{occupancy_stats, EntryState, PersistBuffer};
-use super::rt::{Record, RecordKind, RecoveryTable};
+use super::rt::{Layer, Record, RecordKind, RecoveryTable};
 use super::{DesignStats, PmStore, Promise, Step};
 use crate::config::{ns, Config};
 use crate::machine::{DesignEv, Machine, StallCause};
@@ -57,6 +57,7 @@ const POLL: u16 = 10;
 const POLL_DONE: u16 = 11;
 const UNDO_ACCEPT: u16 = 12;
 const SPLIT_ACCEPT: u16 = 13;
+const LAYER_WAKE: u16 = 14;
 /// `Record::ack_entry` when the flush was acknowledged at acceptance.
 const NO_ACK: u64 = u64::MAX;
 
@@ -724,6 +725,7 @@ impl Buffered {
         functional: bool,
     ) {
         let mut to_mem = data;
+        let layer_waits = self.rts[mc].layers.iter().any(|l| l.line == data.line);
         if let Some(u) = self.rts[mc].undo_for(data.line) {
             if writer == Some((u.core, u.epoch)) {
                 u.spec |= data.mask;
@@ -745,23 +747,25 @@ impl Buffered {
                 }
                 return;
             }
-            for i in 0..8 {
-                if data.mask & (1 << i) == 0 {
-                    continue;
-                }
-                if u.spec & (1 << i) != 0 {
-                    u.data.set(i, data.ids[i]);
-                    u.fresh |= 1 << i;
-                    to_mem.mask &= !(1 << i);
-                } else {
-                    // Memory is not speculative here, but keep the record's copy current so a
-                    // crash write-back of this line never restores an older value.
-                    u.data.set(i, data.ids[i]);
-                    if u.reading {
-                        u.fresh |= 1 << i;
-                    }
-                }
+            let absorbed = data.mask & u.spec;
+            to_mem.mask &= !absorbed;
+            // Behind an older write of the line that is not persistent, or behind a layer already
+            // waiting, the record takes the write as a layer (`rt::Layer`).
+            let older = m.mcs[mc].offered.checked_sub(1);
+            if layer_waits || absorbed != 0 && older.is_some_and(|k| !m.mcs[mc].write_persistent(data.line, k)) {
+                let l = Layer {
+                    line: data.line,
+                    owner: (u.core, u.epoch),
+                    after: older.unwrap_or(0),
+                    data,
+                    absorbed,
+                    held: 0,
+                    reply,
+                    split: None,
+                };
+                return self.layer_write(m, mc, data, to_mem, l, functional);
             }
+            u.absorb(&data, absorbed, 0);
             m.persist_version += 1;
             if to_mem.mask != 0 && to_mem.mask != data.mask {
                 // Split between the record and memory: the record holds the memory part too
@@ -771,14 +775,7 @@ impl Buffered {
                 // is held too: behind a queued write of its line that is not persistent yet
                 // (media persistence) it persists only with that one (seed 12465).
                 u.held |= to_mem.mask;
-                let slot = match self.split.iter().position(Option::is_none) {
-                    Some(i) => i,
-                    None => {
-                        self.split.push(None);
-                        self.split.len() - 1
-                    }
-                };
-                self.split[slot] = Some(SplitWrite { mc, line: data.line, words: to_mem.mask, reply });
+                let slot = self.split_slot(mc, data.line, to_mem.mask, reply);
                 let accepted = Some(Self::ev(SPLIT_ACCEPT, 0, slot as u64));
                 if functional {
                     m.mc_apply_functional(mc, to_mem, accepted);
@@ -797,6 +794,74 @@ impl Buffered {
         }
     }
 
+    fn split_slot(&mut self, mc: usize, line: u64, words: u8, reply: Option<DesignEv>) -> usize {
+        let slot = match self.split.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.split.push(None);
+                self.split.len() - 1
+            }
+        };
+        self.split[slot] = Some(SplitWrite { mc, line, words, reply });
+        slot
+    }
+
+    /// A safe write an undo record takes as a layer: its memory part (`to_mem`) goes to memory
+    /// now, in order with the line's other writes; the rest, and the reply of a write with no
+    /// memory part, wait until the layer applies ([`Self::apply_layers`]). The memory part's
+    /// reply waits for the layer too (`split_accept`).
+    fn layer_write(
+        &mut self,
+        m: &mut Machine,
+        mc: usize,
+        data: LineData,
+        to_mem: LineData,
+        mut l: Layer,
+        functional: bool,
+    ) {
+        let mut reply = None;
+        if to_mem.mask != 0 {
+            reply = l.reply.take();
+            if to_mem.mask != data.mask {
+                l.held = to_mem.mask;
+                let slot = self.split_slot(mc, data.line, to_mem.mask, reply);
+                l.split = Some(slot);
+                reply = Some(Self::ev(SPLIT_ACCEPT, 0, slot as u64));
+            }
+        }
+        let (line, after) = (l.line, l.after);
+        self.rts[mc].layers.push(l);
+        m.persist_version += 1;
+        m.mc_when_persistent(mc, line, after, Self::ev(LAYER_WAKE, 0, ((mc as u64) << 58) | line));
+        if to_mem.mask != 0 && functional {
+            m.mc_apply_functional(mc, to_mem, reply);
+        } else if to_mem.mask != 0 {
+            m.mc_write(mc, to_mem, reply);
+        }
+    }
+
+    /// Applies `line`'s leading layers whose older writes have persisted to their undo records
+    /// (dropped if the record is gone) and sends their replies.
+    fn apply_layers(&mut self, m: &mut Machine, mc: usize, line: u64) {
+        let mut replies = Vec::new();
+        let rt = &mut self.rts[mc];
+        while let Some(i) = rt.layers.iter().position(|l| l.line == line) {
+            let l = rt.layers[i];
+            if !m.mcs[mc].write_persistent(line, l.after) {
+                break;
+            }
+            rt.layers.remove(i);
+            if let Some(u) = rt.owner_of(&l) {
+                u.absorb(&l.data, l.absorbed, l.held);
+            }
+            replies.extend(l.reply);
+        }
+        m.persist_version += 1;
+        for r in replies {
+            super::Design::on_event(self, m, r);
+        }
+    }
+
     /// The WPQ acknowledged the memory part of a split safe write: the record stops holding
     /// those words (unless another split still waits for them), and the write's own reply is
     /// handled as it would have been.
@@ -810,9 +875,19 @@ impl Buffered {
             u.held &= still;
             m.persist_version += 1;
         }
+        let mut reply = reply;
+        for l in self.rts[mc].layers.iter_mut().filter(|l| l.line == line) {
+            l.held &= still;
+            if l.split == Some(slot) {
+                // The layer has not applied: the write is acknowledged when it does.
+                l.split = None;
+                l.reply = reply.take();
+            }
+        }
         if let Some(r) = reply {
             super::Design::on_event(self, m, r);
         }
+        self.apply_layers(m, mc, line);
     }
 
     fn undo_read_done(&mut self, m: &mut Machine, mc: usize, line: u64) {
@@ -1084,6 +1159,7 @@ impl super::Design for Buffered {
             UNDO_READ => self.undo_read_done(m, (ev.arg >> 58) as usize, ev.arg & ((1 << 58) - 1)),
             UNDO_ACCEPT => self.undo_accept(m, (ev.arg >> 58) as usize, ev.arg & ((1 << 58) - 1)),
             SPLIT_ACCEPT => self.split_accept(m, ev.arg as usize),
+            LAYER_WAKE => self.apply_layers(m, (ev.arg >> 58) as usize, ev.arg & ((1 << 58) - 1)),
             COMMIT_ARRIVE => self.commit_arrive(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
             COMMIT_WRITE => self.commit_write_done(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
             COMMIT_ACK => self.commit_ack(m, c, ev.arg),
@@ -1115,6 +1191,15 @@ impl super::Design for Buffered {
                     continue;
                 }
                 let mc = &m.mcs[m.mc_of(r.line)];
+                // Layers whose older writes have persisted count as applied.
+                let mut r = *r;
+                let (line, owner) = (r.line, (r.core, r.epoch));
+                for l in rt.layers.iter().filter(|l| l.line == line && l.owner == owner) {
+                    if !mc.write_persistent(l.line, l.after) {
+                        break;
+                    }
+                    r.absorb(&l.data, l.absorbed, l.held);
+                }
                 let spec_persistent = !r.reading && mc.write_persistent(r.line, r.spec_seq);
                 let words = (if spec_persistent { r.spec } else { r.fresh & r.spec }) | r.held;
                 if words == 0 {

@@ -6,7 +6,14 @@
 //! undo record for its line existed; it is applied when its epoch commits. The table is inside the
 //! ADR domain; a crash writes undo records back after the WPQ and discards delay records. A
 //! counting Bloom filter remembers NACKed lines (§V-F).
+//!
+//! A safe write an undo record absorbs takes effect at once when every older write of its line
+//! is persistent, as Table I assumes (an ADR write queue that accepts writes in order). When one
+//! is not (it waits for a WPQ entry, or the queue is outside the persistence domain), the write
+//! becomes a [`Layer`] over the record: it counts at a crash, and is acknowledged, only once those
+//! older writes are, or the record would make it durable ahead of them.
 
+use crate::machine::DesignEv;
 use crate::mem::nvm::LineData;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,8 +59,50 @@ pub struct Record {
     pub spec_seq: u64,
 }
 
+impl Record {
+    /// Applies a safe write to an undo record: words memory holds speculatively take the safe
+    /// value (`absorbed`, which never went to memory); the others keep the record's copy current
+    /// so a crash write-back never restores an older value, and the read in flight must not
+    /// overwrite them.
+    pub fn absorb(&mut self, data: &LineData, absorbed: u8, held: u8) {
+        for i in 0..8 {
+            if data.mask & (1 << i) == 0 {
+                continue;
+            }
+            self.data.set(i, data.ids[i]);
+            if absorbed & (1 << i) != 0 || self.reading {
+                self.fresh |= 1 << i;
+            }
+        }
+        self.held |= held;
+    }
+}
+
+/// A safe write absorbed by an undo record behind an older write of its line that was not
+/// persistent yet. Layers of a line apply to their record in arrival order.
+#[derive(Clone, Copy, Debug)]
+pub struct Layer {
+    pub line: u64,
+    /// The undo record's (core, epoch).
+    pub owner: (u16, u64),
+    /// It counts once its line's write number `after` is persistent (`Mc::write_persistent`).
+    pub after: u64,
+    pub data: LineData,
+    /// Words the record took instead of memory.
+    pub absorbed: u8,
+    /// Words of the memory part the record holds while it waits (`Record::held`).
+    pub held: u8,
+    /// The write's reply, sent when the layer applies.
+    pub reply: Option<DesignEv>,
+    /// The split slot of its memory part, until that part is acknowledged (its reply then moves
+    /// here).
+    pub split: Option<usize>,
+}
+
 pub struct RecoveryTable {
     pub records: Vec<Record>,
+    /// Safe writes waiting to apply to their undo record, oldest first.
+    pub layers: Vec<Layer>,
     pub cap: usize,
     pub max_occupancy: usize,
     bloom: Vec<u8>,
@@ -61,7 +110,13 @@ pub struct RecoveryTable {
 
 impl RecoveryTable {
     pub fn new(cap: usize, bloom_counters: usize) -> RecoveryTable {
-        RecoveryTable { records: Vec::with_capacity(cap), cap, max_occupancy: 0, bloom: vec![0; bloom_counters.max(1)] }
+        RecoveryTable {
+            records: Vec::with_capacity(cap),
+            layers: Vec::new(),
+            cap,
+            max_occupancy: 0,
+            bloom: vec![0; bloom_counters.max(1)],
+        }
     }
 
     pub fn full(&self) -> bool {
@@ -75,6 +130,11 @@ impl RecoveryTable {
 
     pub fn undo_for(&mut self, line: u64) -> Option<&mut Record> {
         self.records.iter_mut().find(|r| r.kind == RecordKind::Undo && r.line == line)
+    }
+
+    /// The undo record a layer belongs to, if it still exists.
+    pub fn owner_of(&mut self, l: &Layer) -> Option<&mut Record> {
+        self.records.iter_mut().find(|r| r.kind == RecordKind::Undo && r.line == l.line && (r.core, r.epoch) == l.owner)
     }
 
     pub fn has_undo(&self, line: u64) -> bool {

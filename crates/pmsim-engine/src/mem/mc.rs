@@ -162,9 +162,10 @@ pub struct Mc<R: Copy> {
     /// Banked model outputs the engine collects after each call.
     pub out_wakes: Vec<u64>,
     pub out_replies: Vec<R>,
-    /// Functional writes merged behind a write of their line that is not persistent yet:
-    /// (line, that write's number, reply), released into `out_replies` once it persists.
-    functional_waits: Vec<(u64, u64, R)>,
+    /// Replies waiting for a write of their line to persist: (line, that write's number, reply),
+    /// released into `out_replies` once it does (functional writes merged behind it,
+    /// [`Mc::when_persistent`]).
+    persist_waits: Vec<(u64, u64, R)>,
     pub out_retired: Vec<u64>,
     /// Scratch: best candidate per bank during an issue pass.
     pick: Vec<Option<(bool, usize)>>,
@@ -194,7 +195,7 @@ impl<R: Copy> Mc<R> {
             replies: VecDeque::new(),
             out_wakes: Vec::new(),
             out_replies: Vec::new(),
-            functional_waits: Vec::new(),
+            persist_waits: Vec::new(),
             out_retired: Vec::new(),
             pick: vec![None; cfg.bank.count],
         }
@@ -417,8 +418,8 @@ impl<R: Copy> Mc<R> {
             let Some(w) = self.accept_waiting() else { break };
             self.insert_banked(now, w.data, w.reply, w.seq);
         }
-        if !self.functional_waits.is_empty() {
-            self.release_functional();
+        if !self.persist_waits.is_empty() {
+            self.release_waits();
         }
         self.issue(now);
     }
@@ -517,7 +518,7 @@ impl<R: Copy> Mc<R> {
         match oldest_pending {
             Some(seq) => {
                 if let Some(r) = reply {
-                    self.functional_waits.push((data.line, seq, r));
+                    self.persist_waits.push((data.line, seq, r));
                 }
                 None
             }
@@ -530,14 +531,24 @@ impl<R: Copy> Mc<R> {
         }
     }
 
-    /// Moves the replies of functional writes whose line write has persisted to `out_replies`.
-    fn release_functional(&mut self) {
+    /// `reply` once write number `seq` of `line` is persistent: returned if it already is,
+    /// otherwise released into `out_replies` when it becomes so.
+    pub fn when_persistent(&mut self, line: u64, seq: u64, reply: R) -> Option<R> {
+        if self.write_persistent(line, seq) {
+            return Some(reply);
+        }
+        self.persist_waits.push((line, seq, reply));
+        None
+    }
+
+    /// Moves the replies whose line write has persisted to `out_replies`.
+    fn release_waits(&mut self) {
         let mut i = 0;
-        while i < self.functional_waits.len() {
-            let (line, seq, r) = self.functional_waits[i];
+        while i < self.persist_waits.len() {
+            let (line, seq, r) = self.persist_waits[i];
             if self.write_persistent(line, seq) {
                 self.out_replies.push(r);
-                self.functional_waits.swap_remove(i);
+                self.persist_waits.swap_remove(i);
             } else {
                 i += 1;
             }
@@ -596,8 +607,8 @@ impl<R: Copy> Mc<R> {
             let done = self.insert(now, w.data, w.seq);
             accepted.push((w.reply, done));
         }
-        if !self.functional_waits.is_empty() {
-            self.release_functional();
+        if !self.persist_waits.is_empty() {
+            self.release_waits();
         }
     }
 
