@@ -30,7 +30,7 @@ impl Incremental {
         let mut bad: Vec<(u64, u64)> = Vec::new();
         for (wi, &id) in self.img_id.iter().enumerate() {
             let ok = match self.classify(wi as u32, id) {
-                Shown::Initial => true,
+                Shown::Initial | Shown::Outside => true,
                 Shown::Bogus => false,
                 Shown::Store(n, _) => self.performed[n as usize],
             };
@@ -61,7 +61,8 @@ impl Incremental {
             let shown = self.img_id[wi as usize];
             let older = match self.classify(wi, shown) {
                 Shown::Store(_, sp) => sp < pos,
-                _ => true,
+                Shown::Outside => false,
+                Shown::Initial | Shown::Bogus => true,
             };
             if older {
                 let shows = if shown == INITIAL_ID { None } else { Some(shown) };

@@ -44,7 +44,15 @@ pub(crate) enum Shown {
     /// Not a store writing this word.
     Bogus,
     Store(NodeId, u32),
+    /// A value from outside the graph over every store of the word ([`OUTSIDE_ID`]).
+    Outside,
 }
+
+/// What [`Incremental::set_word_outside`] records: the word shows a value written by something
+/// the graph does not order (a remote region, docs/design.md §9) after whatever of the word's
+/// stores reached NVM. Nothing is known of which did: every store of the word counts as
+/// overwritten, none as visible, so the word constrains nothing.
+pub(crate) const OUTSIDE_ID: u64 = u64::MAX - 1;
 
 /// Aggregates over the visible stores (see the module docs).
 pub(crate) struct Agg {
@@ -176,6 +184,9 @@ impl Incremental {
         if id == INITIAL_ID {
             return Shown::Initial;
         }
+        if id == OUTSIDE_ID {
+            return Shown::Outside;
+        }
         match self.g.node_of(id) {
             Some(n) => match self.g.store_words(n).iter().find(|(w, _)| *w == wi) {
                 Some(&(_, pos)) => Shown::Store(n, pos),
@@ -188,6 +199,8 @@ impl Incremental {
     /// The image now shows store `id` at word address `word` (`INITIAL_ID` = initial contents).
     pub fn set_word(&mut self, word: u64, id: u64) {
         let Some(&wi) = self.g.word_idx.get(&word) else {
+            // No store of the run wrote the word: an outside value is all it can show.
+            let id = if id == OUTSIDE_ID { INITIAL_ID } else { id };
             let was = if id == INITIAL_ID { self.unknown.remove(&word) } else { self.unknown.insert(word, id) };
             match (was.is_some(), id != INITIAL_ID) {
                 (false, true) => self.bogus += 1,
@@ -207,6 +220,7 @@ impl Incremental {
         self.img_id[wi as usize] = id;
         let new_pos = match new_c {
             Shown::Store(_, p) => p as i64,
+            Shown::Outside => self.g.word_stores[wi as usize].len() as i64 - 1,
             _ => -1,
         };
         self.move_pos(wi, new_pos);
@@ -217,13 +231,19 @@ impl Incremental {
         self.set_word(word, INITIAL_ID);
     }
 
+    /// The image now shows, at `word`, a value the graph does not order (a remote region's):
+    /// it overwrote every store of the word that had reached NVM ([`OUTSIDE_ID`]).
+    pub fn set_word_outside(&mut self, word: u64) {
+        self.set_word(word, OUTSIDE_ID);
+    }
+
     fn in_v(&self, n: NodeId) -> bool {
         self.performed[n as usize] && self.vis[n as usize] > 0
     }
 
     fn unshow(&mut self, s: Shown) {
         match s {
-            Shown::Initial => {}
+            Shown::Initial | Shown::Outside => {}
             Shown::Bogus => self.bogus -= 1,
             Shown::Store(n, _) => {
                 self.vis[n as usize] -= 1;
@@ -238,7 +258,7 @@ impl Incremental {
 
     fn show(&mut self, s: Shown) {
         match s {
-            Shown::Initial => {}
+            Shown::Initial | Shown::Outside => {}
             Shown::Bogus => self.bogus += 1,
             Shown::Store(n, _) => {
                 self.vis[n as usize] += 1;

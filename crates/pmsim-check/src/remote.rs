@@ -10,11 +10,15 @@
 //! - a region whose persist ACK reached the client before the crash must be complete.
 //!
 //! A word of a region that shows a *later* region of the same client counts as present (the
-//! later region overwrote it); a word that shows anything else (the initial value, a server
-//! thread's store) counts as missing. Regions and server threads writing the same words are
-//! therefore not checked against each other.
+//! later region overwrote it); the initial value or an *earlier* region of the client counts as
+//! missing. A word that shows another writer (another client's region, a server thread's store)
+//! proves nothing: nothing orders the two, so the region may have landed first and been
+//! overwritten, or never. Such words are left out; a region all of whose words are is
+//! [`Held::Unknown`] and constrains nothing. (The persist-order check in turn takes a region's
+//! value over a server store's word as overwriting every store of that word,
+//! `Incremental::set_word_outside`.)
 
-use pmsim_trace::{Kind, MemImage, Trace};
+use pmsim_trace::{Kind, MemImage, Trace, INITIAL_ID};
 use rustc_hash::FxHashMap;
 
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +34,8 @@ pub enum Held {
     Absent,
     Partial,
     Complete,
+    /// Every word shows another writer's value.
+    Unknown,
 }
 
 /// The regions of a trace's client threads, in posting order.
@@ -73,19 +79,24 @@ impl RegionOrder {
 
     fn held(&self, ci: usize, ri: usize, img: &MemImage) -> Held {
         let r = self.clients[ci].1[ri];
-        let (mut present, mut total) = (0u64, 0u64);
+        let (mut present, mut missing) = (0u64, 0u64);
         let mut w = r.addr & !7;
         while w < r.addr + r.len {
-            total += 1;
-            if let Some(v) = img.get(w) {
-                let later = self.index.get(&v.id).is_some_and(|&(c, i)| c as usize == ci && i as usize >= ri);
-                present += later as u64;
+            match img.get(w).map(|v| v.id).filter(|&id| id != INITIAL_ID) {
+                None => missing += 1,
+                Some(id) => match self.index.get(&id) {
+                    Some(&(c, i)) if c as usize == ci && i as usize >= ri => present += 1,
+                    Some(&(c, _)) if c as usize == ci => missing += 1,
+                    // Another client's region or a server store: no evidence either way.
+                    _ => {}
+                },
             }
             w += 8;
         }
-        match present {
-            0 => Held::Absent,
-            p if p == total => Held::Complete,
+        match (present, missing) {
+            (0, 0) => Held::Unknown,
+            (0, _) => Held::Absent,
+            (_, 0) => Held::Complete,
             _ => Held::Partial,
         }
     }
@@ -99,13 +110,14 @@ impl RegionOrder {
                 let r = regions[ri];
                 format!("region #{ri} (gid {}, [{:#x}, {:#x}))", r.gid, r.addr, r.addr + r.len)
             };
+            let settled = |h: Held| matches!(h, Held::Complete | Held::Unknown);
             for (ri, h) in held.iter().enumerate() {
-                if *h != Held::Complete && acked(regions[ri].gid) {
+                if !settled(*h) && acked(regions[ri].gid) {
                     return Err(format!("T{thread}: {} is {:?} although its persist ACK was delivered", name(ri), h));
                 }
             }
-            let Some(last) = held.iter().rposition(|&h| h != Held::Absent) else { continue };
-            if let Some(ri) = held[..last].iter().position(|&h| h != Held::Complete) {
+            let Some(last) = held.iter().rposition(|&h| matches!(h, Held::Partial | Held::Complete)) else { continue };
+            if let Some(ri) = held[..last].iter().position(|&h| !settled(h)) {
                 return Err(format!(
                     "T{thread}: {} is {:?} but the later {} is durable (regions must become durable in order)",
                     name(ri),
@@ -168,9 +180,34 @@ mod tests {
         assert!(e.contains("T1: region #0") && e.contains("Absent") && e.contains("later region #2"), "{e}");
         let e = ro.check(&img(&[(0x1_0000_0000, 0), (0x1_0000_0108, 1), (0x1_0000_0200, 2)]), NO).unwrap_err();
         assert!(e.contains("region #0") && e.contains("Partial"), "{e}");
-        // A server store over a region's word is not the region.
-        let e = ro.check(&img(&[(0x1_0000_0000, 99), (0x1_0000_0008, 0), (0x1_0000_0100, 1)]), NO).unwrap_err();
-        assert!(e.contains("region #0"), "{e}");
+        // An earlier region of the client over a later one's word: the later one is missing there.
+        let e = ro.check(&img(&[(0x1_0000_0000, 0), (0x1_0000_0008, 0)]), &|g| g == 3).unwrap_err();
+        assert!(e.contains("region #3") && e.contains("Absent"), "{e}");
+    }
+
+    #[test]
+    fn another_writers_value_proves_nothing_about_a_region() {
+        // T0 and T1 write the same words; T2 is a server thread.
+        let t = parse_str(
+            "t",
+            "# pmsim trace v1\nthreads 3\nT0 rdma_pwrite 0 0x100000000 16\nT0 rdma_pwrite 0 0x100000100 8\n\
+             T1 rdma_pwrite 0 0x100000000 8\nT2 store 0x100000008 8 01\n",
+        )
+        .unwrap();
+        let ro = RegionOrder::new(&t);
+        let (r00, r01, r10) = (0, 1, 2);
+        let server = 3;
+        // T0's first region shows T1's region and the server's store: T0's second region may be
+        // durable, and T0's first may have been acknowledged.
+        let both_over = img(&[(0x1_0000_0000, r10), (0x1_0000_0008, server), (0x1_0000_0100, r01)]);
+        assert!(ro.check(&both_over, &|_| true).is_ok());
+        // One word overwritten by T1, the other missing: not durable, so T0's second region must
+        // not be, and T0's first must not have been acknowledged.
+        let one_missing = img(&[(0x1_0000_0000, r10), (0x1_0000_0100, r01)]);
+        let e = ro.check(&one_missing, NO).unwrap_err();
+        assert!(e.contains("T0: region #0") && e.contains("Absent"), "{e}");
+        let e = ro.check(&img(&[(0x1_0000_0000, r10)]), &|g| g == r00).unwrap_err();
+        assert!(e.contains("persist ACK"), "{e}");
     }
 
     #[test]

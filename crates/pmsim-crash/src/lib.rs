@@ -173,9 +173,10 @@ pub fn run(req: &Request) -> Result<Report, String> {
         for c in &changes {
             memo.changed(c.word);
             match c.value {
-                // Words of remote regions are checked by the region rule, not by PMO's.
+                // Words of remote regions are checked by the region rule, not by PMO's; to PMO
+                // such a word overwrote whatever server stores of it had persisted.
                 Some(v) if regions.is_region(v.id) => {
-                    inc.clear_word(c.word);
+                    inc.set_word_outside(c.word);
                     img.set(c.word, v);
                 }
                 Some(v) => {
