@@ -89,7 +89,8 @@ fn check(trace: &Arc<Trace>, design: &str, cfg: &Cfg, what: &str) -> Result<u64,
         return Ok(r.images);
     }
     let f = &r.failures[0];
-    let v = f.verdict.as_ref().and_then(|v| v.violations.first()).map(|v| v.to_string()).unwrap_or_default();
+    let v = f.verdict.as_ref().and_then(|v| v.violations.first()).map(|v| v.to_string());
+    let v = v.or_else(|| f.region_error.clone()).unwrap_or_default();
     Err(format!(
         "{what} under {design} violates {}: {v}\n  replay: {} (case.trace below)\n{}",
         r.model,
@@ -307,6 +308,8 @@ impl Rng {
 
 /// PM lines the generator writes: two lines on MC 0 (adjacent), one on MC 1, one far away.
 const GEN_PM_LINES: [u64; 4] = [PM, PM + 0x40, PM + OTHER_MC, PM + 0x8_0000];
+/// Where RDMA clients' regions start: lines no server thread writes, on both MCs.
+const GEN_CLIENT_LINES: [u64; 3] = [PM + 0x100, PM + OTHER_MC + 0x100, PM + 0x8_0100];
 /// Synchronisation addresses: two in PM (one sharing a line with data), one in DRAM.
 const GEN_SYNC: [u64; 3] = [PM + 0x38, PM + 0x2000, 0x4000];
 const GEN_DRAM: u64 = 0x8000;
@@ -322,9 +325,14 @@ const GEN_DATA_LOCK: usize = 1;
 /// data-race-free at word granularity (lines stay falsely shared): outside the lock at
 /// [`GEN_DATA_LOCK`] a thread writes only its own word of each line (or its own line, for a
 /// whole-line store), inside it any word.
-fn random_trace(seed: u64, threads: usize, len: usize, racy: bool, x86_only: bool) -> Trace {
+///
+/// `clients` more threads are RDMA clients (docs/design.md §9): `rdma_pwrite`s of 1–200 bytes
+/// (overlapping each other, on both MCs) and `rdma_wait`s, drawn from their own random stream.
+/// Not on the server threads' lines: with DDIO a server write-back of such a line carries the
+/// remote data in it early, which no design orders (docs/design.md §9).
+fn random_trace(seed: u64, threads: usize, len: usize, racy: bool, x86_only: bool, clients: usize) -> Trace {
     let mut r = Rng(seed);
-    let mut b = TraceBuilder::new(threads);
+    let mut b = TraceBuilder::new(threads + clients);
     let label = b.label("op");
     let mut open = vec![false; threads];
     // Holder of each synchronisation word.
@@ -421,6 +429,17 @@ fn random_trace(seed: u64, threads: usize, len: usize, racy: bool, x86_only: boo
             b.push(t, Event { addr: label as u64, ..Event::new(Kind::End) }, None);
         }
     }
+    let mut rc = Rng(seed ^ 0xc11e);
+    for c in threads..threads + clients {
+        for _ in 0..1 + rc.below(8) {
+            if rc.below(4) == 0 {
+                b.push(c, Event::new(Kind::RdmaWait), None);
+            } else {
+                let at = rc.pick(&GEN_CLIENT_LINES) + rc.below(64);
+                b.push(c, Event::rdma_pwrite(0, at, 1 + rc.below(200)), None);
+            }
+        }
+    }
     b.finish()
 }
 
@@ -511,11 +530,16 @@ fn random_traces(salt: u64, len: std::ops::Range<u64>, default_cases: u64, repla
         if r2.below(4) == 0 {
             sets.push(("pm.model", "banked"));
         }
+        // A quarter of the traces add one or two RDMA clients, streaming (bsp) or not (sync).
+        let clients = if r2.below(4) == 0 { 1 + r2.below(2) as usize } else { 0 };
+        if clients > 0 && r2.below(2) == 0 {
+            sets.push(("net.strategy", "bsp"));
+        }
         let cfg = Cfg { sets };
         // Half the traces race plain stores freely: every design, whatever its model, must keep
         // racing stores to one word in the order they were performed (strong persist atomicity).
         let racy = r.below(2) == 0;
-        let t = Arc::new(random_trace(seed, threads, len, racy, false));
+        let t = Arc::new(random_trace(seed, threads, len, racy, false, clients));
         for d in DESIGNS {
             match check(&t, d.name, &cfg, &format!("seed {seed} ({replay}PMSIM_GEN_SEED={seed} PMSIM_GEN_CASES=1)")) {
                 Ok(n) => images += n,
@@ -569,7 +593,7 @@ fn random_x86_traces(salt: u64, len: std::ops::Range<u64>, replay: &str) {
             sets.push(("pm.model", "banked"));
         }
         let cfg = Cfg { sets };
-        let t = Arc::new(random_trace(seed, threads, len, r.below(2) == 0, true));
+        let t = Arc::new(random_trace(seed, threads, len, r.below(2) == 0, true, 0));
         if t.dialect() != pmsim_trace::Dialect::X86 {
             continue; // no flush or fence drawn: nothing x86 about it
         }

@@ -858,6 +858,17 @@ impl Buffered {
         }
         m.persist_version += 1;
         for r in replies {
+            self.forward(m, r);
+        }
+    }
+
+    /// Handles a reply that waited here (for a split's memory part, or a layer) as if it had
+    /// just arrived; the network model's (a remote line's) goes back through the event queue
+    /// to the network.
+    fn forward(&mut self, m: &mut Machine, r: DesignEv) {
+        if crate::net::is_net(&r) {
+            m.schedule_design(m.now, r);
+        } else {
             super::Design::on_event(self, m, r);
         }
     }
@@ -885,7 +896,7 @@ impl Buffered {
             }
         }
         if let Some(r) = reply {
-            super::Design::on_event(self, m, r);
+            self.forward(m, r);
         }
         self.apply_layers(m, mc, line);
     }
@@ -1176,6 +1187,10 @@ impl super::Design for Buffered {
     fn busy(&self, _m: &Machine) -> bool {
         self.cores.iter().any(|c| !c.pb.is_empty() || c.et.iter().any(|e| e.committing))
             || self.packets.iter().any(Option::is_some)
+    }
+
+    fn write_remote(&mut self, m: &mut Machine, mc: usize, data: LineData, accepted: DesignEv) {
+        self.safe_write(m, mc, data, Some(accepted), None, false);
     }
 
     fn crash_writes(&self, m: &Machine, out: &mut Vec<LineData>) {

@@ -80,19 +80,14 @@ impl Design for Eadr {
     }
 
     fn crash_writes(&self, m: &Machine, out: &mut Vec<LineData>) {
-        for mc in &m.mcs {
-            // The battery covers the MC's queues even where ADR does not (banked media with
-            // `bank.persist_at = media`).
-            if !mc.queue_persistent() {
-                out.extend(mc.wpq.iter().map(|e| e.data));
-            }
-            out.extend(mc.waiting.iter().map(|w| w.data));
-        }
-        for line in m.hier.dirty_lines() {
-            if m.is_pm(line) {
-                out.push(m.coherent_line(line));
-            }
-        }
+        // Everything performed survives: the WPQs and the write-backs waiting at the MCs (the
+        // battery covers them even where ADR does not, banked media with `bank.persist_at =
+        // media`), every dirty line in the caches, and remote data the NIC wrote into the LLC
+        // (DDIO) that has not reached an MC yet. Coherent memory is the newest of all of them,
+        // so it is the image (the tracker relies on it, `crash_image_is_coherent`).
+        let mut lines: Vec<u64> = m.coherent.lines.keys().copied().filter(|&l| m.is_pm(l)).collect();
+        lines.sort_unstable();
+        out.extend(lines.into_iter().map(|l| m.coherent_line(l)));
     }
 
     fn crash_image_is_coherent(&self) -> bool {

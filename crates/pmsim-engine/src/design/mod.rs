@@ -178,6 +178,14 @@ pub trait Design: Send {
         false
     }
 
+    /// A remote persistent write (one line of an `rdma_pwrite` region) reaching MC `mc` when the
+    /// design has no remote queue; `accepted` once the persistence domain holds it. Designs
+    /// with MC-side state pass it through it, as any write reaching the MC: ASAP's recovery
+    /// table takes it as a safe write (Table I), so an undo record never rolls it back.
+    fn write_remote(&mut self, m: &mut Machine, mc: usize, data: LineData, accepted: DesignEv) {
+        m.mc_write(mc, data, Some(accepted));
+    }
+
     /// A remote persistent write (one line of an `rdma_pwrite` region) entering remote entry
     /// `channel`; `new_region` opens a new barrier region. The design schedules `done` once the
     /// line is persisted. On [`RemoteSubmit::Full`] nothing is taken and `room` is scheduled

@@ -315,11 +315,4 @@ impl Hierarchy {
         e.sharers = 0;
         dirty
     }
-
-    /// Every dirty line (for eADR's persistence domain), sorted.
-    pub fn dirty_lines(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self.dir.lines.iter().filter(|(_, e)| e.dirty).map(|(l, _)| *l).collect();
-        v.sort_unstable();
-        v
-    }
 }

@@ -54,12 +54,13 @@ const TAG_PERSIST_ACK: u16 = TAG_BASE + 3;
 const TAG_ROOM: u16 = TAG_BASE + 4;
 
 /// Where remote lines enter the server's memory system when the design has no remote queue: the
-/// line's MC, whose WPQ it shares with the local threads' writes; `accepted` comes back (one
-/// on-chip hop) once the WPQ holds it. Designs with a remote BROI queue (`delegated`, `broi`)
-/// take the lines through [`Design::submit_remote`] instead ([`Net::offer_lines`]).
-fn to_memory(m: &mut Machine, line: LineData, accepted: DesignEv) {
+/// line's MC, whose WPQ it shares with the local threads' writes (through the design's MC-side
+/// state, [`Design::write_remote`]); `accepted` comes back (one on-chip hop) once the WPQ holds
+/// it. Designs with a remote BROI queue (`delegated`, `broi`) take the lines through
+/// [`Design::submit_remote`] instead ([`Net::offer_lines`]).
+fn to_memory(m: &mut Machine, design: &mut dyn Design, line: LineData, accepted: DesignEv) {
     let mc = m.mc_of(line.line);
-    m.mc_write(mc, line, Some(accepted));
+    design.write_remote(m, mc, line, accepted);
 }
 
 /// Whether a queued design event is the network model's.
@@ -396,7 +397,7 @@ impl Net {
                     self.offer_lines(m, design, ch);
                 } else {
                     let d = self.regions[rid].line_data(idx);
-                    to_memory(m, d, DesignEv { tag: TAG_WPQ_ACK, core: ev.core, arg: rid as u64 });
+                    to_memory(m, design, d, DesignEv { tag: TAG_WPQ_ACK, core: ev.core, arg: rid as u64 });
                 }
             }
             TAG_ROOM => {
@@ -460,7 +461,7 @@ impl Net {
             match design.submit_remote(m, ch, d, idx == 0, done, room) {
                 RemoteSubmit::Taken => {}
                 RemoteSubmit::Full => return,
-                RemoteSubmit::Direct => to_memory(m, d, done),
+                RemoteSubmit::Direct => to_memory(m, design, d, done),
             }
             self.channels[ch].at_mc.pop_front();
         }
