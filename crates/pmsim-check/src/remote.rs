@@ -18,8 +18,8 @@
 //! value over a server store's word as overwriting every store of that word,
 //! `Incremental::set_word_outside`.)
 
-use pmsim_trace::{Kind, MemImage, Trace, INITIAL_ID};
-use rustc_hash::FxHashMap;
+use pmsim_trace::{Kind, MemImage, Trace, INITIAL_ID, LINE_BYTES};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 #[derive(Clone, Copy, Debug)]
 struct Region {
@@ -44,11 +44,18 @@ pub struct RegionOrder {
     clients: Vec<(u16, Vec<Region>)>,
     /// gid -> (client index, region index).
     index: FxHashMap<u64, (u32, u32)>,
+    /// Lines server threads write: a write-back of one carries the remote data DDIO put in it
+    /// to NVM early, outside the rule's guarantee (docs/design.md §9); a violation on such a line
+    /// says so.
+    server_lines: FxHashSet<u64>,
 }
 
 impl RegionOrder {
     pub fn new(trace: &Trace) -> RegionOrder {
         let mut ro = RegionOrder::default();
+        for s in &trace.threads {
+            ro.server_lines.extend(s.events.iter().filter(|e| e.kind.writes()).map(|e| e.line()));
+        }
         for (t, s) in trace.threads.iter().enumerate() {
             let regions: Vec<Region> = s
                 .events
@@ -101,6 +108,23 @@ impl RegionOrder {
         }
     }
 
+    /// A note for a violation involving `regions` when server threads write one of their lines.
+    fn shared_hint(&self, regions: &[Region]) -> String {
+        let shared = regions.iter().find_map(|r| {
+            let end = r.addr + r.len.max(1) - 1;
+            (r.addr & !(LINE_BYTES - 1)..=end & !(LINE_BYTES - 1))
+                .step_by(LINE_BYTES as usize)
+                .find(|l| self.server_lines.contains(l))
+        });
+        match shared {
+            Some(line) => format!(
+                "; note: server threads also write line {line:#x}: with DDIO their write-back of it can persist \
+                 remote data early, which no design orders (docs/design.md §9)"
+            ),
+            None => String::new(),
+        }
+    }
+
     /// Checks the image; `acked(gid)` tells whether the region's persist ACK had reached its
     /// client by the crash. Returns the first violation, naming the thread and the regions.
     pub fn check(&self, img: &MemImage, acked: &dyn Fn(u64) -> bool) -> Result<(), String> {
@@ -113,13 +137,19 @@ impl RegionOrder {
             let settled = |h: Held| matches!(h, Held::Complete | Held::Unknown);
             for (ri, h) in held.iter().enumerate() {
                 if !settled(*h) && acked(regions[ri].gid) {
-                    return Err(format!("T{thread}: {} is {:?} although its persist ACK was delivered", name(ri), h));
+                    let hint = self.shared_hint(&[regions[ri]]);
+                    return Err(format!(
+                        "T{thread}: {} is {:?} although its persist ACK was delivered{hint}",
+                        name(ri),
+                        h
+                    ));
                 }
             }
             let Some(last) = held.iter().rposition(|&h| matches!(h, Held::Partial | Held::Complete)) else { continue };
             if let Some(ri) = held[..last].iter().position(|&h| !settled(h)) {
+                let hint = self.shared_hint(&[regions[ri], regions[last]]);
                 return Err(format!(
-                    "T{thread}: {} is {:?} but the later {} is durable (regions must become durable in order)",
+                    "T{thread}: {} is {:?} but the later {} is durable (regions must become durable in order){hint}",
                     name(ri),
                     held[ri],
                     name(last)
@@ -178,6 +208,7 @@ mod tests {
         let (_, ro) = order();
         let e = ro.check(&img(&[(0x1_0000_0200, 2)]), NO).unwrap_err();
         assert!(e.contains("T1: region #0") && e.contains("Absent") && e.contains("later region #2"), "{e}");
+        assert!(!e.contains("note:"), "no server thread writes these lines: {e}");
         let e = ro.check(&img(&[(0x1_0000_0000, 0), (0x1_0000_0108, 1), (0x1_0000_0200, 2)]), NO).unwrap_err();
         assert!(e.contains("region #0") && e.contains("Partial"), "{e}");
         // An earlier region of the client over a later one's word: the later one is missing there.
@@ -206,6 +237,8 @@ mod tests {
         let one_missing = img(&[(0x1_0000_0000, r10), (0x1_0000_0100, r01)]);
         let e = ro.check(&one_missing, NO).unwrap_err();
         assert!(e.contains("T0: region #0") && e.contains("Absent"), "{e}");
+        // The server writes that line: the message names the likely cause.
+        assert!(e.contains("server threads also write line 0x100000000"), "{e}");
         let e = ro.check(&img(&[(0x1_0000_0000, r10)]), &|g| g == r00).unwrap_err();
         assert!(e.contains("persist ACK"), "{e}");
     }

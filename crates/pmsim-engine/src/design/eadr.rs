@@ -3,8 +3,8 @@
 //! A PM store is persistent as soon as it performs, so fences cost nothing: they retire from the
 //! store buffer in order without stalling the core (a dfence's durability holds when it
 //! retires). Lines reach NVM only by LLC eviction. At a crash the domain holds the WPQs, the
-//! write-backs waiting at the MCs, and every dirty line in the caches. Promise: every performed
-//! store survives.
+//! write-backs waiting at the MCs, every dirty line in the caches, and remote data the NIC wrote
+//! into the LLC (DDIO): all of coherent memory. Promise: every performed store survives.
 
 use super::flush::InFlight;
 use super::{Design, DesignStats, PmStore, Promise, Step};
