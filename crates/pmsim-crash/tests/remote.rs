@@ -49,6 +49,24 @@ fn crash_on(design: &str, sets: &[(&str, &str)], broken: bool) -> Report {
     run(&req).unwrap()
 }
 
+/// Crashes `trace` at every instant under `design` with `net.strategy = strategy`.
+fn every_instant(trace: &Arc<pmsim_trace::Trace>, name: &str, design: &str, strategy: &str) -> Report {
+    let mut config = Config::default();
+    config.set("net.strategy", strategy).unwrap();
+    let req = Request {
+        trace: trace.clone(),
+        design: design.into(),
+        allow_broken: false,
+        config,
+        instants: Instants::Every,
+        model: None,
+        recovery: None,
+        replay_input: name.into(),
+        max_failures: 1,
+    };
+    run(&req).unwrap()
+}
+
 #[test]
 fn every_server_crash_keeps_client_regions_in_order_under_sync_and_bsp() {
     for s in ["sync", "bsp"] {
@@ -161,20 +179,7 @@ fn regions_and_server_stores_writing_the_same_words_pass() {
     for d in pmsim_engine::DESIGNS {
         let traces: &[&Arc<_>] = if d.name == "eadr" { &[&apart, &shared] } else { &[&apart] };
         for (t, strategy) in traces.iter().flat_map(|t| ["sync", "bsp"].map(|s| (*t, s))) {
-            let mut config = Config::default();
-            config.set("net.strategy", strategy).unwrap();
-            let req = Request {
-                trace: t.clone(),
-                design: d.name.into(),
-                allow_broken: false,
-                config,
-                instants: Instants::Every,
-                model: None,
-                recovery: None,
-                replay_input: "shared.trace".into(),
-                max_failures: 1,
-            };
-            let r = run(&req).unwrap();
+            let r = every_instant(t, "shared.trace", d.name, strategy);
             if !r.ok() || r.images < 20 {
                 bad.push(format!("{} / {strategy}: {}", d.name, describe(&r)));
             }
@@ -196,20 +201,7 @@ fn an_undo_record_never_rolls_back_an_acknowledged_remote_line() {
     let trace = Arc::new(parse_str("undo-remote.trace", text).unwrap());
     for design in ["asap-ep", "asap-rp"] {
         for strategy in ["sync", "bsp"] {
-            let mut config = Config::default();
-            config.set("net.strategy", strategy).unwrap();
-            let req = Request {
-                trace: trace.clone(),
-                design: design.into(),
-                allow_broken: false,
-                config,
-                instants: Instants::Every,
-                model: None,
-                recovery: None,
-                replay_input: "undo-remote.trace".into(),
-                max_failures: 1,
-            };
-            let r = run(&req).unwrap();
+            let r = every_instant(&trace, "undo-remote.trace", design, strategy);
             assert!(r.ok(), "{design} / {strategy}: {}", describe(&r));
         }
     }
