@@ -35,28 +35,16 @@ fn crash_on(design: &str, sets: &[(&str, &str)], broken: bool) -> Report {
     for (k, v) in sets {
         config.set(k, v).unwrap();
     }
-    let req = Request {
-        trace: Arc::new(parse_str("remote.trace", &trace()).unwrap()),
-        design: design.into(),
-        allow_broken: broken,
-        config,
-        instants: Instants::Every,
-        model: None,
-        recovery: None,
-        replay_input: "remote.trace".into(),
-        max_failures: 1,
-    };
-    run(&req).unwrap()
+    let trace = Arc::new(parse_str("remote.trace", &trace()).unwrap());
+    every_instant(&trace, "remote.trace", design, config, broken)
 }
 
-/// Crashes `trace` at every instant under `design` with `net.strategy = strategy`.
-fn every_instant(trace: &Arc<pmsim_trace::Trace>, name: &str, design: &str, strategy: &str) -> Report {
-    let mut config = Config::default();
-    config.set("net.strategy", strategy).unwrap();
+/// Crashes `trace` (named `name` in replays) at every instant under `design`.
+fn every_instant(trace: &Arc<pmsim_trace::Trace>, name: &str, design: &str, config: Config, broken: bool) -> Report {
     let req = Request {
         trace: trace.clone(),
         design: design.into(),
-        allow_broken: false,
+        allow_broken: broken,
         config,
         instants: Instants::Every,
         model: None,
@@ -65,6 +53,13 @@ fn every_instant(trace: &Arc<pmsim_trace::Trace>, name: &str, design: &str, stra
         max_failures: 1,
     };
     run(&req).unwrap()
+}
+
+/// The default machine with `net.strategy = strategy`.
+fn with_strategy(strategy: &str) -> Config {
+    let mut config = Config::default();
+    config.set("net.strategy", strategy).unwrap();
+    config
 }
 
 #[test]
@@ -133,13 +128,11 @@ fn hybrid_server_and_clients_pass_the_checker_and_the_servers_recovery() {
     let clients = gen("rdma-ctree", "15");
     let trace = Arc::new(pmsim_workloads::remote::hybrid(&server.trace, &clients.trace).unwrap());
     for (design, strategy) in [("baseline", "sync"), ("asap-rp", "bsp"), ("eadr", "bsp"), ("hops-ep", "sync")] {
-        let mut config = Config::default();
-        config.set("net.strategy", strategy).unwrap();
         let req = Request {
             trace: trace.clone(),
             design: design.into(),
             allow_broken: false,
-            config,
+            config: with_strategy(strategy),
             instants: Instants::Random { n: 300, seed: 5 },
             model: None,
             recovery: Some(&*server.recovery),
@@ -179,7 +172,7 @@ fn regions_and_server_stores_writing_the_same_words_pass() {
     for d in pmsim_engine::DESIGNS {
         let traces: &[&Arc<_>] = if d.name == "eadr" { &[&apart, &shared] } else { &[&apart] };
         for (t, strategy) in traces.iter().flat_map(|t| ["sync", "bsp"].map(|s| (*t, s))) {
-            let r = every_instant(t, "shared.trace", d.name, strategy);
+            let r = every_instant(t, "shared.trace", d.name, with_strategy(strategy), false);
             if !r.ok() || r.images < 20 {
                 bad.push(format!("{} / {strategy}: {}", d.name, describe(&r)));
             }
@@ -201,7 +194,7 @@ fn an_undo_record_never_rolls_back_an_acknowledged_remote_line() {
     let trace = Arc::new(parse_str("undo-remote.trace", text).unwrap());
     for design in ["asap-ep", "asap-rp"] {
         for strategy in ["sync", "bsp"] {
-            let r = every_instant(&trace, "undo-remote.trace", design, strategy);
+            let r = every_instant(&trace, "undo-remote.trace", design, with_strategy(strategy), false);
             assert!(r.ok(), "{design} / {strategy}: {}", describe(&r));
         }
     }
