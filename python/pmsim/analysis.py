@@ -123,6 +123,10 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _instr(v: float | None) -> str:
+    return "not needed: no operations" if v is None else f"{_fmt(v)} ops/s"
+
+
 def render(reps: list[dict]) -> str:
     """A plain-text table of reports."""
     cols = [
@@ -134,14 +138,16 @@ def render(reps: list[dict]) -> str:
         ("persist_bound_ops_per_s", "persist-bound ops/s"),
         ("normalized_rate", "normalized"),
     ]
-    rows = [[_fmt(r.get(k)) for k, _ in cols] for r in reps]
+    # Without operations the path stands, but nothing is per operation (null is not "unbounded").
+    per_op = {"critical_path_per_op", "persist_bound_ops_per_s", "normalized_rate"}
+    rows = [["n/a" if r["ops"] == 0 and k in per_op else _fmt(r.get(k)) for k, _ in cols] for r in reps]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, (_, h) in enumerate(cols)]
     lines = ["  ".join(h.rjust(w) for (_, h), w in zip(cols, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     r0 = reps[0]
     lines.append(
         f"(A = {r0['atomic_bytes']} B, G = {r0['track_bytes']} B, L = {r0['persist_ns']:g} ns, "
-        f"instruction rate {_fmt(r0.get('instr_ops_per_s'))} ops/s)"
+        f"instruction rate {_instr(r0.get('instr_ops_per_s'))})"
     )
     return "\n".join(lines)
 

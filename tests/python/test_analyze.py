@@ -114,11 +114,27 @@ def test_bad_arguments(trace, args, needle):
     assert "Traceback" not in r.stderr and r.stdout == ""
 
 
-def test_a_trace_without_operations_is_refused(tmp_path):
+def test_a_trace_without_operations_reports_its_critical_path(tmp_path):
+    # No begin/end pairs: the path and persists stand, the per-operation fields are null.
     p = tmp_path / "noops.trace"
-    p.write_text("# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8\n")
-    r = pmsim_cli("analyze", "--trace", p, "--model", "all")
-    assert r.returncode == 2 and "no operations" in r.stderr and len(r.stderr.splitlines()) == 1
+    p.write_text(
+        "# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8\nT0 store 0x100000008 8\n"
+        "T0 ofence\nT0 store 0x100000010 8\n"
+    )
+    r = pmsim_cli("analyze", "--trace", p, "--model", "all", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert {m: (o["critical_path"], o["persists"], o["ops"]) for m, o in out.items()} == {
+        "strict": (3, 3, 0),
+        "epoch": (2, 3, 0),
+        "strand": (2, 3, 0),
+    }
+    for o in out.values():
+        assert o["critical_path_per_op"] is None and o["persist_bound_ops_per_s"] is None
+        assert o["instr_ops_per_s"] is None and o["normalized_rate"] is None
+    r = pmsim_cli("analyze", "--trace", p)
+    assert r.returncode == 0, r.stderr
+    assert "n/a" in r.stdout and "unbounded" not in r.stdout and "no operations" in r.stdout
     r = pmsim_cli("analyze", "--trace", tmp_path / "missing.trace")
     assert r.returncode == 2 and "no such file" in r.stderr
 

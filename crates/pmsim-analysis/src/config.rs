@@ -94,8 +94,6 @@ pub enum AnalysisError {
     Latency(f64),
     #[error("instruction rate must be a positive number of operations per second, got {0}")]
     InstrRate(f64),
-    #[error("{0}: the trace has no operations (no begin/end pairs), so no rate per operation exists")]
-    NoOps(String),
     #[error(transparent)]
     Trace(#[from] pmsim_trace::TraceError),
 }

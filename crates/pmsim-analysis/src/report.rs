@@ -15,8 +15,11 @@ pub struct Report {
     pub ops: u64,
     /// Events read.
     pub events: u64,
-    pub critical_path_per_op: f64,
-    /// ops / (critical path × L); `None` (JSON null) when nothing persists: unbounded.
+    /// `None` (JSON null) for a trace without operations: the path is still reported, a rate
+    /// per operation does not exist.
+    pub critical_path_per_op: Option<f64>,
+    /// ops / (critical path × L); `None` (JSON null) when nothing persists (unbounded) or the
+    /// trace has no operations.
     pub persist_bound_ops_per_s: Option<f64>,
     /// The instruction execution rate the bound is normalised to, when known.
     pub instr_ops_per_s: Option<f64>,
@@ -28,16 +31,17 @@ pub struct Report {
 }
 
 impl Report {
-    /// `counts.ops` must be non-zero (checked by [`crate::summarize`]).
     pub(crate) fn new(model: Model, c: Counts, cfg: &Config, instr_ops_per_s: Option<f64>) -> Report {
-        let bound = (c.critical_path > 0).then(|| c.ops as f64 / (c.critical_path as f64 * cfg.persist_ns * 1e-9));
+        let has_ops = c.ops > 0;
+        let bound =
+            (has_ops && c.critical_path > 0).then(|| c.ops as f64 / (c.critical_path as f64 * cfg.persist_ns * 1e-9));
         Report {
             model,
             critical_path: c.critical_path,
             persists: c.persists,
             ops: c.ops,
             events: c.events,
-            critical_path_per_op: c.critical_path as f64 / c.ops as f64,
+            critical_path_per_op: has_ops.then(|| c.critical_path as f64 / c.ops as f64),
             persist_bound_ops_per_s: bound,
             instr_ops_per_s,
             normalized_rate: bound.zip(instr_ops_per_s).map(|(b, r)| b / r),

@@ -169,15 +169,18 @@ fn operations_and_rates() {
     let t = pmsim_trace::text::parse_str("t", &t).unwrap();
     let cfg = Config { persist_ns: 1000.0, ..Config::default() };
     let c = analyze_trace(&t, &[Model::Epoch], &cfg).unwrap();
-    let r = &summarize("t", &c, &cfg, Some(250_000.0)).unwrap()[0];
+    let r = &summarize(&c, &cfg, Some(250_000.0)).unwrap()[0];
     assert_eq!((r.critical_path, r.persists, r.ops), (2, 3, 2));
-    assert_eq!(r.critical_path_per_op, 1.0);
+    assert_eq!(r.critical_path_per_op, Some(1.0));
     // 2 ops per 2 × 1 µs = 1e6 ops/s; normalised to 250 k ops/s: 4.
     assert!((r.persist_bound_ops_per_s.unwrap() - 1e6).abs() < 1e-6);
     assert!((r.normalized_rate.unwrap() - 4.0).abs() < 1e-12);
-    let none = pmsim_trace::text::parse_str("t", &expand("T0 store PA 8\n")).unwrap();
+    // Without begin/end pairs the path stands and nothing is per operation.
+    let none = pmsim_trace::text::parse_str("t", &expand("T0 store PA 8\nT0 store PB 8\n")).unwrap();
     let c = analyze_trace(&none, &[Model::Strict], &cfg).unwrap();
-    assert!(matches!(summarize("t", &c, &cfg, None), Err(AnalysisError::NoOps(_))));
+    let r = &summarize(&c, &cfg, Some(250_000.0)).unwrap()[0];
+    assert_eq!((r.critical_path, r.persists, r.ops), (2, 2, 0));
+    assert_eq!((r.critical_path_per_op, r.persist_bound_ops_per_s, r.normalized_rate), (None, None, None));
 }
 
 #[test]

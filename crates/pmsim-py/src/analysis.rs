@@ -36,50 +36,47 @@ pub fn analyze(input: &Input, req: &Request, cfg: &Config) -> Result<Vec<Report>
             return Err(format!("--instr-ops-per-s must be a positive number, got {r}"));
         }
     }
-    let (what, counts, instr) = match input {
+    let (counts, instr) = match input {
         Input::File(path) => {
             let p = Path::new(path);
             if !p.exists() {
                 return Err(format!("{path}: no such file"));
             }
             let counts = analyze_file(p, &models, &acfg).map_err(|e| e.to_string())?;
-            no_ops_check(path, &counts)?;
             let instr = match req.instr_ops_per_s {
-                Some(r) => r,
-                None => instr_rate(&runner::run(input, "eadr", cfg, false)?, path)?,
+                Some(r) => Some(r),
+                None if has_ops(&counts) => Some(instr_rate(&runner::run(input, "eadr", cfg, false)?, path)?),
+                None => None,
             };
-            (path.clone(), counts, instr)
+            (counts, instr)
         }
         Input::Workload(name, params) => {
             let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
             let t = Arc::new(g.trace);
             let counts = analyze_trace(&t, &models, &acfg).map_err(|e| e.to_string())?;
             let what = format!("workload {name}");
-            no_ops_check(&what, &counts)?;
             let instr = match req.instr_ops_per_s {
-                Some(r) => r,
+                Some(r) => Some(r),
+                None if !has_ops(&counts) => None,
                 None => {
                     let cfg = &cfg.for_threads(t.num_threads());
                     let d = design::build("eadr", cfg, false)?;
                     let mut sim = Simulator::new(cfg, d, t.pm.clone(), VecSource::all(&t), t.labels.clone(), false)
                         .map_err(|e| e.to_string())?;
                     sim.run().map_err(|e| e.to_string())?;
-                    instr_rate(&RunStats::collect(&sim), &what)?
+                    Some(instr_rate(&RunStats::collect(&sim), &what)?)
                 }
             };
-            (what, counts, instr)
+            (counts, instr)
         }
     };
-    summarize(&what, &counts, &acfg, Some(instr)).map_err(|e| e.to_string())
+    summarize(&counts, &acfg, instr).map_err(|e| e.to_string())
 }
 
-fn no_ops_check(what: &str, counts: &[(Model, pmsim_analysis::Counts)]) -> Result<(), String> {
-    if counts.iter().any(|(_, c)| c.ops == 0) {
-        return Err(format!(
-            "{what}: the trace has no operations (no begin/end pairs), so no rate per operation exists"
-        ));
-    }
-    Ok(())
+/// A trace without `begin`/`end` pairs still has a critical path, but no rate per operation, so
+/// no instruction rate is needed (nor an `eadr` run to measure it).
+fn has_ops(counts: &[(Model, pmsim_analysis::Counts)]) -> bool {
+    counts.iter().any(|(_, c)| c.ops > 0)
 }
 
 fn instr_rate(s: &RunStats, what: &str) -> Result<f64, String> {
