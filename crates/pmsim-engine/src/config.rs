@@ -184,6 +184,24 @@ pub enum ConfigError {
     Param { name: String, msg: String },
 }
 
+/// The dotted key (`pb.entries`) a `key = value` line of a TOML file sets, so a type error names
+/// the parameter and not only the line; `None` for a header or a line that is not a plain key.
+fn key_at_line(text: &str, line: usize) -> Option<String> {
+    let mut section = String::new();
+    for (i, l) in text.lines().enumerate() {
+        let l = l.trim();
+        if l.starts_with('[') {
+            section = l.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+        }
+        if i + 1 == line {
+            let (key, _) = l.split_once('=').filter(|_| !l.starts_with('[') && !l.starts_with('#'))?;
+            let key = key.trim().trim_matches('"');
+            return Some(if section.is_empty() { key.to_string() } else { format!("{section}.{key}") });
+        }
+    }
+    None
+}
+
 fn param_err(name: &str, msg: impl Into<String>) -> ConfigError {
     ConfigError::Param { name: name.to_string(), msg: msg.into() }
 }
@@ -211,7 +229,10 @@ impl Config {
             let msg = e.message().to_string();
             let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             match line {
-                Some(l) => ConfigError::File { file: format!("{file}:{l}"), msg },
+                Some(l) => match key_at_line(text, l) {
+                    Some(key) => ConfigError::File { file: format!("{file}:{l}"), msg: format!("{key}: {msg}") },
+                    None => ConfigError::File { file: format!("{file}:{l}"), msg },
+                },
                 None => ConfigError::File { file: file.to_string(), msg },
             }
         })?;
@@ -398,6 +419,11 @@ mod tests {
         assert!(e.starts_with("t.toml:2") && e.contains("write_nss"), "{e}");
         let e = Config::from_toml_str("t.toml", "[mc]\ninterleave = 100\n").unwrap_err().to_string();
         assert!(e.contains("mc.interleave"), "{e}");
+        // A wrongly typed value names the parameter, not only the line.
+        let e = Config::from_toml_str("t.toml", "# x\n[pb]\n\nentries = \"x\"\n").unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:4: pb.entries: invalid type"), "{e}");
+        let e = Config::from_toml_str("t.toml", "[pm]\nwrite_ns = true\n").unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:2: pm.write_ns: invalid type"), "{e}");
         let mut c = Config::default();
         let e = c.set("pm.write", "1").unwrap_err().to_string();
         assert!(e.contains("pm.write_ns"), "{e}");
