@@ -116,6 +116,12 @@ def test_reproduce_broi_quick(cli, tmp_path: Path):
     paper = (d / "PAPER.md").read_text()
     assert "+16%" in paper and "+28%" in paper and "36%" in paper and "Fig 12" in paper
     assert not list(d.glob("*.partial"))
+    # Like every reproduction: each figure with its CSV and Markdown table, every run as CSV and
+    # Parquet (the remote half's runs apart, in runs_fig12).
+    for png in d.glob("*.png"):
+        assert png.with_suffix(".csv").is_file() and png.with_suffix(".md").is_file(), png.name
+    for runs in ("runs", "runs_fig12"):
+        assert len(pd.read_parquet(d / f"{runs}.parquet")) == len(pd.read_csv(d / f"{runs}.csv")) > 0
 
 
 def test_reproduce_unknown_paper(cli, tmp_path: Path):

@@ -26,6 +26,10 @@ def test_quick_reproduction(tmp_path):
     ]:
         assert (d / f).stat().st_size > 0, f
     assert not list(d.glob("*.partial"))
+    # Every figure has its data beside it, as CSV and as a Markdown table.
+    for png in d.glob("*.png"):
+        assert png.with_suffix(".csv").is_file() and png.with_suffix(".md").is_file(), png.name
+    assert (d / "fig4_atomic_persist.md").read_text().startswith("| bytes |")
     # Like every reproduction: every run kept (CSV and Parquet alike), NOTES.txt says what it is.
     runs = pd.read_csv(d / "runs.csv")
     assert (runs.figure == "table1").sum() == 16

@@ -143,7 +143,7 @@ def reproduce(
         jobs += _ablation_jobs(abl_designs, workloads, ABLATION_OPS[scale])
     for j in jobs:
         j["params"] = {**base, **j["params"]}
-    df = rep.keep_runs(rep.run(jobs, "ASAP evaluation"), parquet=True)
+    df = rep.keep_runs(rep.run(jobs, "ASAP evaluation"))
     asap_table(df, rep.outdir, threads=4, ops=sc["ops"], progress=rep.progress)  # persist critical-path bound
 
     main = df[df.experiment == "fig8"].copy()

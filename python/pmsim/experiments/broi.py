@@ -120,6 +120,7 @@ def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptio
     rep.write("fig11_scalability.csv", sc11[cols11].round(4).to_csv(index=False))
     g11 = sc11.groupby(["design", "threads"], as_index=False).agg(mops=("mops", geomean))
     rep.lines("fig11_scalability", g11, "threads", "mops", "design")
+    rep.pivot_md("fig11_scalability", g11, "threads", "design", "mops")
 
     summary = _summary(main)
     rep.write("PAPER.md", _paper_md(summary, main, sc11, scale, sc))
@@ -128,7 +129,7 @@ def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptio
         "pmsim reproduction of the BROI paper's evaluation (Hu et al., HPCA 2019, section VII).",
         f"Made by: pmsim reproduce broi --scale {scale} (Table III machine: configs/broi-table3.toml).",
         "Files: fig9_memory_throughput, fig10_op_throughput, fig11_scalability (memory bus: delegated vs"
-        " broi, local and hybrid), bank_stats.csv, bank_blp; runs.csv holds every run.",
+        " broi, local and hybrid), bank_stats.csv, bank_blp; runs.csv / runs.parquet hold every run.",
         "Comparison with the paper's numbers and the causes of differences: PAPER.md.",
     ]
     rep.write_lines("NOTES.txt", [*head, notes])
@@ -252,6 +253,7 @@ def _fig12(out: str, scale: str, run: RunOptions) -> str:
 
     remote.reproduce(out, scale, **run)
     return (
-        "Fig 12: fig12_remote.*, fig12_latency_sweep.*, fig12_cpu_sweep.* (runs in runs_fig12.csv),"
-        " written by pmsim.experiments.remote; its paper comparison is in the repository's PAPER.md."
+        "Fig 12: fig12_remote.*, fig12_latency_sweep.*, fig12_cpu_sweep.*"
+        " (runs in runs_fig12.csv / .parquet), written by pmsim.experiments.remote;"
+        " its paper comparison is in the repository's PAPER.md."
     )

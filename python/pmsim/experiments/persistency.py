@@ -94,6 +94,7 @@ def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptio
     fig3, be = _fig3(t1)
     rep.write("fig3_persist_latency.csv", fig3.to_csv(index=False))
     rep.write("fig3_break_even.csv", be.to_csv(index=False))
+    rep.pivot_md("fig3_persist_latency", fig3, "persist_ns", "model", "achievable_ops_per_s")
     latency = "persist latency (ns)"
     rep.lines(
         "fig3_persist_latency",
@@ -112,9 +113,10 @@ def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptio
         d = figs[figs.figure == kind].drop(columns="figure")
         rep.write(f"{name}.csv", d.to_csv(index=False))
         rep.lines(name, d, "bytes", "critical_path_per_insert", "model", xlabel=xlabel, logx=True)
+        rep.pivot_md(name, d, "bytes", "model", "critical_path_per_insert")
     rep.write("PAPER.md", _paper_md(t1, be, figs, scale, inserts))
     # Every analysis run, one row each (Table 1's and Figs 4-5's), like the other reproductions.
-    rep.keep_runs(pd.concat([t1.assign(figure="table1"), figs], ignore_index=True), parquet=True)
+    rep.keep_runs(pd.concat([t1.assign(figure="table1"), figs], ignore_index=True))
     rep.write_lines(
         "NOTES.txt",
         [

@@ -9,20 +9,20 @@ order, the client waits only at commit). Outputs, under ``OUT/broi/``:
 - ``fig12_remote.csv`` (``benchmark,strategy,ops_per_s``) and ``fig12_remote.png``;
 - ``fig12_remote.md``: BSP over sync per benchmark, regions per operation, and the share of a
   sync region's latency spent on the network round trip (the paper: > 90%);
-- ``fig12_latency_sweep.csv`` / ``.png``: BSP over sync as the one-way link latency grows from 1
+- ``fig12_latency_sweep.csv`` / ``.md`` / ``.png``: BSP over sync as the one-way link latency grows from 1
   to 20 µs — where BSP's advantage comes from (round trips it no longer waits for);
-- ``fig12_cpu_sweep.csv`` / ``.png``: BSP over sync as the clients' CPU work per operation is
+- ``fig12_cpu_sweep.csv`` / ``.md`` / ``.png``: BSP over sync as the clients' CPU work per operation is
   scaled (×¼ to ×16 of each benchmark's default ``compute``) — what decides how much of the
   saved round-trip time shows in throughput;
-- ``fig12_epoch_sweep.csv`` / ``.png``: BSP over sync as the logging library's work per persist
+- ``fig12_epoch_sweep.csv`` / ``.md`` / ``.png``: BSP over sync as the logging library's work per persist
   epoch is scaled (×0, ×1, ×4 of each library's default ``epoch_compute``) — whether it changes
   which benchmark gains most;
-- ``fig12_channel_sweep.csv`` / ``.png``: BSP over sync with 1, 2 (the seed's) and 4 RDMA
+- ``fig12_channel_sweep.csv`` / ``.md`` / ``.png``: BSP over sync with 1, 2 (the seed's) and 4 RDMA
   channels (remote BROI entries): each channel persists its regions one after another, so
   clients sharing one bound BSP when their regions are many and small;
 - ``fig4c_transaction.csv``: the seed's Fig 4(c) example, one transaction of 6 epochs of 512 B
   persisted remotely, its latency under each strategy (the paper: BSP cuts it 4.6×);
-- ``runs.csv``: every run's flattened statistics.
+- ``runs_fig12.csv`` / ``.parquet``: every run's flattened statistics.
 
 The server is the paper's: the ``broi`` design on the seed's Table III machine (banked NVM,
 persistence at the media), so every region's lines enter the remote BROI entries (one per RDMA
@@ -190,4 +190,5 @@ def _sweep(rep: Reproduction, name: str, runs: pd.DataFrame, x: str) -> pd.DataF
     sweep = (piv["bsp"] / piv["sync"]).rename("bsp_over_sync").reset_index()
     rep.write(f"{name}.csv", sweep.round(3).to_csv(index=False))
     rep.lines(name, sweep, x, "bsp_over_sync", "benchmark")
+    rep.pivot_md(name, sweep, "benchmark", x, "bsp_over_sync", "{:.2f}")
     return sweep

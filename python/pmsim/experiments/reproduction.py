@@ -21,7 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from pmsim import PmsimError, plots
-from pmsim.output import folder, write_atomic
+from pmsim.output import folder, markdown, write_atomic
 from pmsim.sweep import run_jobs, write_table
 
 
@@ -66,11 +66,11 @@ class Reproduction:
         """Runs ``jobs`` (cached, in parallel, with the progress bar); one row per job, in order."""
         return run_jobs(jobs, workers=self.workers, progress=self.progress, desc=desc, cache=self.cache)
 
-    def keep_runs(self, df: pd.DataFrame, name: str = "runs.csv", parquet: bool = False) -> pd.DataFrame:
-        """Writes every run (one row each, every statistic) as ``name`` and, if asked, as Parquet."""
+    def keep_runs(self, df: pd.DataFrame, name: str = "runs.csv") -> pd.DataFrame:
+        """Writes every run (one row each, every statistic) as CSV ``name`` and as Parquet beside it
+        (typed columns for pandas: ``pd.read_parquet``)."""
         self.write(name, df.to_csv(index=False))
-        if parquet:
-            write_table(df, str((self.outdir / name).with_suffix(".parquet")))
+        write_table(df, str((self.outdir / name).with_suffix(".parquet")))
         return df
 
     def bar(self, total: int, desc: str) -> tqdm:
@@ -102,6 +102,16 @@ class Reproduction:
     def _labels(self, name: str) -> dict[str, Any]:
         title, ylabel = self.figures[name]
         return {"title": title.format(**self.params), "ylabel": ylabel, "path": self.path(f"{name}.png")}
+
+    def pivot_md(
+        self, name: str, df: pd.DataFrame, index: str, columns: str, values: str, fmt: str = "{:.4g}"
+    ) -> Path:
+        """Figure ``name``'s data as ``name.md``: ``values`` with one row per ``index`` and one
+        column per ``columns`` (what the plot shows), so every PNG has a table beside it."""
+        return self.write(
+            f"{name}.md",
+            markdown(df.pivot_table(index=index, columns=columns, values=values, sort=False), fmt),
+        )
 
     def write(self, name: str, text: str) -> Path:
         """Writes one result file of this reproduction (a table, ``PAPER.md``, ``NOTES.txt``)."""
