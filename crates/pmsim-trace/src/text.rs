@@ -249,7 +249,9 @@ fn parse_event<S: EventSink>(b: &mut S, v: &mut Validator, thread: usize, toks: 
             nargs(1, 1)?;
             let id = b.label(args[0]).map_err(|e| format!("cannot write: {e}"))?;
             v.labels = v.labels.max(id as usize + 1);
-            push(b, v, thread, Event { addr: id as u64, ..Event::new(kind) }, None)?;
+            // The validator knows label ids; a text trace's reader knows the label by its name.
+            push(b, v, thread, Event { addr: id as u64, ..Event::new(kind) }, None)
+                .map_err(|e| e.replace(&format!("label id {id}"), &format!("label '{}'", args[0])))?;
         }
         Kind::RdmaPwrite => {
             nargs(3, 3)?;

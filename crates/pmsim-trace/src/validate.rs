@@ -372,7 +372,7 @@ mod tests {
         }
         refused(r, "without a 'begin'");
         let e = crate::text::parse_str("t.trace", "# pmsim trace v1\nthreads 1\nT0 end op\n").unwrap_err();
-        assert!(e.to_string().starts_with("t.trace:3: ") && e.to_string().contains("without a 'begin'"), "{e}");
+        assert!(e.to_string().starts_with("t.trace:3: 'end' of label 'op' without a 'begin'"), "{e}");
     }
 
     #[test]
