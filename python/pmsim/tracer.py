@@ -144,7 +144,16 @@ def compile_cmd(lang: str, args: list[str]) -> list[str]:
     clang, clangxx, _ = check_toolchain()
     plugin, runtime = build()
     cc = clangxx if lang == "c++" else clang
-    cmd = [cc, f"-fpass-plugin={plugin}", "-Wno-unknown-warning-option", *args]
+    # pmsim.h (operation markers, ofence/dfence/strand) on the include path, its hooks enabled.
+    include = source_dir() / "include"
+    cmd = [
+        cc,
+        f"-fpass-plugin={plugin}",
+        "-Wno-unknown-warning-option",
+        f"-I{include}",
+        "-DPMSIM_TRACE=1",
+        *args,
+    ]
     links = not any(a in _NO_LINK for a in args) and any(not a.startswith("-") for a in args)
     if links:
         cmd += [str(runtime), "-pthread", "-ldl"]
@@ -189,7 +198,7 @@ def _repair(path: Path, why: str) -> None:
         raise PmsimError(f"{path}: the program wrote no usable trace ({why})")
     npm = struct.unpack_from("<I", data, 16)[0]
     pos = good = 20 + 16 * npm
-    events = 0
+    events = labels = 0
     while pos < len(data):
         tag = data[pos]
         try:
@@ -201,6 +210,8 @@ def _repair(path: Path, why: str) -> None:
                 off = 5 if tag == 2 else 1
                 (n,) = struct.unpack_from("<I", data, pos + off)
                 nxt, add = pos + off + 4 + n, 0
+                if tag == 2 and nxt <= len(data):
+                    labels += 1
             elif tag == 0 and pos + 13 <= len(data):
                 return  # complete
             else:
@@ -212,7 +223,7 @@ def _repair(path: Path, why: str) -> None:
         pos = good = nxt
         events += add
     meta = f"incomplete={why}".encode()
-    tail = b"\x03" + struct.pack("<I", len(meta)) + meta + b"\x00" + struct.pack("<QI", events, 0)
+    tail = b"\x03" + struct.pack("<I", len(meta)) + meta + b"\x00" + struct.pack("<QI", events, labels)
     path.write_bytes(data[:good] + tail)
 
 

@@ -582,3 +582,86 @@ def test_computation_between_accesses_is_counted_and_timed(built, tmp_path):
     # Without the counted work only the accesses themselves retire as instructions.
     assert runs["busy"]["instructions"] - runs["dropped"]["instructions"] == counted_busy
     assert runs["dropped"]["sim_time_ns"] < runs["idle"]["sim_time_ns"] + 1000
+
+
+# Operations and design-neutral barriers stated in the program (pmsim.h): THREADS threads, each
+# ROUNDS "update" operations (a log word, ofence, a data word, dfence) and every tenth round a
+# "scan" operation that starts a new strand and reads.
+ANNOTATED = r"""
+#include <pmsim.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+uint64_t *pm_log, *pm_data; /* not static: clang would turn the mallocs into globals */
+static long rounds;
+static void *run(void *arg) {
+  long me = (long)arg;
+  for (long i = 0; i < rounds; i++) {
+    pmsim_begin("update");
+    pm_log[(me * rounds + i) * 8] = (uint64_t)i;
+    pmsim_ofence();
+    pm_data[(me * rounds + i) * 8] = (uint64_t)i + 1;
+    pmsim_dfence();
+    pmsim_end("update");
+    if (i % 10 == 0) {
+      pmsim_begin("scan");
+      pmsim_strand();
+      pmsim_end("scan");
+    }
+  }
+  return NULL;
+}
+int main(int argc, char **argv) {
+  long threads = atol(argv[1]);
+  rounds = atol(argv[2]);
+  pm_log = calloc((size_t)(threads * rounds * 8), 8);
+  pm_data = calloc((size_t)(threads * rounds * 8), 8);
+  pthread_t t[16];
+  for (long i = 0; i < threads; i++)
+    pthread_create(&t[i], NULL, run, (void *)i);
+  for (long i = 0; i < threads; i++)
+    pthread_join(t[i], NULL);
+  if (argc > 3)
+    pmsim_end("update"); /* misuse: no begin on this thread */
+  printf("%lu\n", (unsigned long)pm_data[8 * (rounds - 1)]);
+  return 0;
+}
+"""
+
+
+def test_annotations_mark_operations_and_state_barriers(built, tmp_path):
+    threads, rounds = 3, 40
+    src = tmp_path / "ann.c"
+    src.write_text(ANNOTATED)
+    pmsim_cli("trace", "cc", "-O2", "-pthread", "-o", tmp_path / "ann", src, check=True)
+    r = pmsim_cli("trace", "record", "--volatile", "drop", "-o", tmp_path / "ann.bin", "--",
+                  tmp_path / "ann", str(threads), str(rounds))  # fmt: skip
+    assert r.returncode == 0 and r.stdout == f"{rounds}\n", r.stderr
+    stats = _stats(tmp_path / "ann.bin")
+    k = stats["events_by_kind"]
+    scans = threads * len(range(0, rounds, 10))
+    assert stats["operations"] == threads * rounds + scans
+    assert (k["begin"], k["end"]) == (threads * rounds + scans,) * 2
+    assert (k["ofence"], k["dfence"], k["strand"]) == (threads * rounds, threads * rounds, scans)
+    # The labels survive the binary format and the conversion to text.
+    pmsim_cli("trace", "convert", tmp_path / "ann.bin", tmp_path / "ann.trace", check=True)
+    text = (tmp_path / "ann.trace").read_text()
+    assert text.count(" begin update\n") == threads * rounds and text.count(" end scan\n") == scans
+    # Every design counts the operations; ASAP's crash images keep the ofence order.
+    for design in ("baseline", "eadr", "asap-rp"):
+        run = json.loads(pmsim_cli("run", "--trace", tmp_path / "ann.bin", "--design", design, "--json",
+                                   check=True).stdout)  # fmt: skip
+        assert run["operations"] == threads * rounds + scans and run["ops_per_sec"] > 0, design
+    r = pmsim_cli("crash", "--trace", tmp_path / "ann.bin", "--design", "asap-rp", "--every")
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
+    # Built without the tracer, the annotations are empty inline functions.
+    include = REPO / "python" / "pmsim" / "tracer_src" / "include"
+    native = tmp_path / "ann_native"
+    subprocess.run(["gcc", "-O2", "-pthread", f"-I{include}", "-o", native, src], check=True)
+    out = subprocess.run([native, str(threads), str(rounds), "misuse"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == f"{rounds}\n"
+    # Traced, a pmsim_end without its pmsim_begin stops the program with one clear message.
+    r = pmsim_cli("trace", "record", "-o", tmp_path / "bad.bin", "--", tmp_path / "ann", "1", "1", "misuse")
+    assert r.returncode == 2 and r.stdout == ""
+    assert 'pmsim_end("update") without a pmsim_begin("update")' in r.stderr

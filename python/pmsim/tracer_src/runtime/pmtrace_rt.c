@@ -41,7 +41,8 @@
 
 enum {
   K_COMPUTE = 0, K_LOAD = 1, K_STORE = 2, K_NTSTORE = 3, K_RMW = 4, K_CLWB = 5, K_CLFLUSHOPT = 6,
-  K_CLFLUSH = 7, K_SFENCE = 8, K_MFENCE = 9, K_ACQUIRE = 12, K_RELEASE = 13
+  K_CLFLUSH = 7, K_SFENCE = 8, K_MFENCE = 9, K_OFENCE = 10, K_DFENCE = 11, K_ACQUIRE = 12,
+  K_RELEASE = 13, K_STRAND = 14, K_BEGIN = 15, K_END = 16
 };
 
 #define PM_WINDOW 0x100000000ULL
@@ -50,6 +51,8 @@ enum {
 #define MAX_THREADS 4096
 #define MAX_RANGES 256
 #define LINE 64ULL
+#define MAX_LABELS 1024
+#define MAX_LABEL_BYTES 256
 
 /* ---------- configuration and state ---------- */
 
@@ -65,6 +68,10 @@ static atomic_uint g_threads;
 static atomic_flag g_file_lock = ATOMIC_FLAG_INIT;
 static atomic_int g_finished;
 static uint64_t g_total_events; /* under g_file_lock */
+/* Operation labels (pmsim_begin/pmsim_end), ids in order of first use; under g_label_lock. */
+static char g_labels[MAX_LABELS][MAX_LABEL_BYTES + 1];
+static atomic_uint g_nlabels;
+static atomic_flag g_label_lock = ATOMIC_FLAG_INIT;
 
 struct range { uint64_t base, size, trace_base; };
 static struct range g_ranges[MAX_RANGES];
@@ -78,6 +85,7 @@ struct tbuf {
   uint64_t prev_gid;
   uint32_t len;
   uint8_t data[BLOCK_BYTES + 256];
+  uint32_t open[MAX_LABELS]; /* pmsim_begin()s of each label not yet ended on this thread */
 };
 static struct tbuf *g_bufs[MAX_THREADS];
 static __thread struct tbuf *t_buf;
@@ -373,6 +381,74 @@ void __pmt_memop(const void *dst, const void *src, uint64_t n) {
   mem_access(K_STORE, dst, n, 1);
 }
 
+/* ---------- annotations (pmsim.h): operations and design-neutral persist barriers ---------- */
+
+/* The id of `label`, registering it (and writing its LABEL record, ahead of any block that can
+ * use it) on first use. Names are the text format's tokens: 1..256 bytes, no space or '#'. */
+static uint32_t label_id(const char *label, const char *fn) {
+  char msg[MAX_LABEL_BYTES + 128];
+  size_t len = label ? strnlen(label, MAX_LABEL_BYTES + 1) : 0;
+  int bad = len == 0 || len > MAX_LABEL_BYTES;
+  for (size_t i = 0; i < len && !bad; i++)
+    bad = label[i] == '#' || (unsigned char)label[i] < 0x21 || (unsigned char)label[i] > 0x7e;
+  if (bad) {
+    snprintf(msg, sizeof msg, "%s(\"%.64s\"): a label is 1 to %d printable ASCII characters without spaces or '#'",
+             fn, label ? label : "(null)", MAX_LABEL_BYTES);
+    die(msg);
+  }
+  spin_lock(&g_label_lock);
+  uint32_t n = atomic_load(&g_nlabels);
+  for (uint32_t i = 0; i < n; i++)
+    if (!strcmp(g_labels[i], label)) {
+      spin_unlock(&g_label_lock);
+      return i;
+    }
+  if (n >= MAX_LABELS) {
+    spin_unlock(&g_label_lock);
+    die("more than 1024 distinct pmsim_begin/pmsim_end labels");
+  }
+  memcpy(g_labels[n], label, len + 1);
+  uint8_t hdr[9];
+  uint32_t l32 = (uint32_t)len;
+  hdr[0] = 2;
+  memcpy(hdr + 1, &n, 4);
+  memcpy(hdr + 5, &l32, 4);
+  spin_lock(&g_file_lock);
+  write_all(hdr, 9);
+  write_all(label, len);
+  spin_unlock(&g_file_lock);
+  atomic_store(&g_nlabels, n + 1);
+  spin_unlock(&g_label_lock);
+  return n;
+}
+
+static void op_ev(unsigned kind, const char *label) {
+  if (!g_on)
+    return;
+  const char *fn = kind == K_BEGIN ? "pmsim_begin" : "pmsim_end";
+  uint32_t id = label_id(label, fn);
+  struct tbuf *b = my_buf();
+  if (kind == K_BEGIN) {
+    b->open[id]++;
+  } else if (b->open[id]) {
+    b->open[id]--;
+  } else {
+    char msg[MAX_LABEL_BYTES + 96];
+    snprintf(msg, sizeof msg, "pmsim_end(\"%s\") without a pmsim_begin(\"%s\") before it on this thread", label,
+             label);
+    die(msg);
+  }
+  compute_ev(b);
+  uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
+  end_ev(b, put_varint(begin_ev(b, gid, kind), id));
+}
+
+void pmsim_begin(const char *label) { op_ev(K_BEGIN, label); }
+void pmsim_end(const char *label) { op_ev(K_END, label); }
+void pmsim_ofence(void) { fence_ev(K_OFENCE); }
+void pmsim_dfence(void) { fence_ev(K_DFENCE); }
+void pmsim_strand(void) { fence_ev(K_STRAND); }
+
 /* ---------- start, finish, crash ---------- */
 
 static void write_meta(const char *text) {
@@ -398,7 +474,8 @@ static void finish(const char *incomplete) {
   uint8_t end[13];
   end[0] = 0;
   memcpy(end + 1, &g_total_events, 8);
-  memset(end + 9, 0, 4);
+  uint32_t nlabels = atomic_load(&g_nlabels);
+  memcpy(end + 9, &nlabels, 4);
   write_all(end, 13);
   g_on = 0;
   close(g_fd);
