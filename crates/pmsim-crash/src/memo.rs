@@ -15,15 +15,18 @@
 //! asked again, each reused or rerun by the same rule). The verdict is then, exactly, the one a
 //! run of the whole recovery would give.
 //!
-//! While the image has a copy-on-write layer (an undo-log rollback's view,
-//! [`MemImage::cow_write`]), pieces are run afresh and not kept: what they read is then not only
-//! the image's words. (The whole recovery, which builds that layer from words it reads, is
-//! memoised as usual.)
+//! Under a copy-on-write layer (an undo-log rollback's view, [`MemImage::cow_write`]) a piece
+//! reads the layer's value of a word where the layer has one. Before a piece is asked for, the
+//! memo compares the layer with the one the last piece was asked under (only when the layer
+//! changed since, [`MemImage::cow_version`]) and marks the readers of every word whose layer
+//! value appeared, went or changed, exactly as it marks the readers of an image word that
+//! changed. A piece that writes the layer itself is never reused (a reuse would not write it).
+//! The whole recovery, which builds the layer from words it reads, is memoised as usual.
 //!
 //! It also answers `dfence_done` from a bitset indexed by gid, advanced as time goes on, instead
 //! of a hash map per query (a recovery asks once per logged operation).
 
-use pmsim_trace::MemImage;
+use pmsim_trace::{MemImage, WordVal};
 use pmsim_workloads::{PieceCache, PieceOut, PieceRun, Recovery};
 use rustc_hash::FxHashMap;
 use std::any::TypeId;
@@ -131,6 +134,9 @@ struct Cache {
     words: Vec<u64>,
     /// Piece runs (the root's included).
     piece_runs: u64,
+    /// The copy-on-write layer the last piece was asked under, and that layer's version.
+    layer: FxHashMap<u64, WordVal>,
+    layer_version: u64,
 }
 
 impl Cache {
@@ -150,6 +156,44 @@ impl Cache {
         e.seen = self.verdict;
         e.valid = ok;
         ok
+    }
+}
+
+impl Cache {
+    /// Marks the readers of every word whose view through `img`'s copy-on-write layer differs
+    /// from the layer the last piece was asked under (see the module doc).
+    fn sync_layer(&mut self, img: &MemImage) {
+        if img.cow_version() == self.layer_version {
+            return;
+        }
+        self.layer_version = img.cow_version();
+        let mut now: FxHashMap<u64, WordVal> = FxHashMap::default();
+        img.cow_for_each(|w, v| {
+            now.insert(w, v);
+        });
+        let Cache { index, entries, layer, .. } = self;
+        let mut marked = false;
+        let mut mark = |w: u64| {
+            index.readers(w, entries, |e| {
+                marked |= !e.dirty;
+                e.dirty = true;
+            })
+        };
+        for (&w, v) in &now {
+            if layer.get(&w) != Some(v) {
+                mark(w);
+            }
+        }
+        for &w in layer.keys() {
+            if !now.contains_key(&w) {
+                mark(w);
+            }
+        }
+        *layer = now;
+        if marked {
+            // Validity decided earlier in this verdict may be stale now.
+            self.verdict += 1;
+        }
     }
 }
 
@@ -181,10 +225,12 @@ impl PieceCache for Runner<'_> {
                 id
             }
         };
-        // Under a copy-on-write layer (an undo rollback's view) the words a piece reads are not
-        // all the image's: such a run is neither reused nor reusable.
-        let cow = self.img.cow_active();
-        if !cow && c.valid(id) {
+        // A piece inside the recovery reads through the copy-on-write layer the recovery built.
+        let root = c.stack.is_empty();
+        if !root {
+            c.sync_layer(self.img);
+        }
+        if c.valid(id) {
             let gen = c.entries[id as usize].gen;
             if let Some(parent) = c.stack.last_mut() {
                 parent.push((id, gen));
@@ -192,6 +238,7 @@ impl PieceCache for Runner<'_> {
             return c.entries[id as usize].out.clone();
         }
         let mark = self.img.read_mark();
+        let layer_before = self.img.cow_version();
         c.stack.push(Vec::new());
         let expires = Cell::new(u64::MAX);
         let dfences = self.dfences;
@@ -210,7 +257,9 @@ impl PieceCache for Runner<'_> {
         let children = c.stack.pop().unwrap_or_default();
         let mut words = std::mem::take(&mut c.words);
         words.clear();
-        let all = mark.is_none_or(|m| self.img.split_reads(m, &mut words)) || cow;
+        // A piece that wrote the layer must run again: a reuse would leave the layer unwritten.
+        let wrote_layer = !root && self.img.cow_version() != layer_before;
+        let all = mark.is_none_or(|m| self.img.split_reads(m, &mut words)) || wrote_layer;
         let e = &mut c.entries[id as usize];
         e.gen = e.gen.wrapping_add(1);
         let gen = e.gen;

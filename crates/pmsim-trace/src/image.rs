@@ -37,6 +37,8 @@ pub struct MemImage {
     /// A 1024-bit Bloom filter of `cow`'s words: a read of a word the layer does not hold (all
     /// but a few) skips the map.
     cow_bloom: [std::cell::Cell<u64>; 16],
+    /// Bumped by every change of the copy-on-write layer ([`MemImage::cow_version`]).
+    cow_version: std::cell::Cell<u64>,
 }
 
 /// The Bloom filter word and bit of `word_addr` in [`MemImage`]'s copy-on-write filter.
@@ -168,6 +170,7 @@ impl MemImage {
     pub fn cow_write(&self, word_addr: u64, v: WordVal) {
         self.cow.borrow_mut().insert(word_addr, v);
         self.cow_on.set(true);
+        self.cow_version.set(self.cow_version.get() + 1);
         let (i, bit) = cow_bit(word_addr);
         self.cow_bloom[i].set(self.cow_bloom[i].get() | bit);
     }
@@ -179,9 +182,26 @@ impl MemImage {
 
     /// Drops the copy-on-write layer.
     pub fn cow_clear(&self) {
+        if self.cow_on.get() {
+            self.cow_version.set(self.cow_version.get() + 1);
+        }
         self.cow.borrow_mut().clear();
         self.cow_on.set(false);
         self.cow_bloom.iter().for_each(|b| b.set(0));
+    }
+
+    /// A number that changes whenever the copy-on-write layer does (a reader that memoises by
+    /// the words it read compares layers only when this moved).
+    pub fn cow_version(&self) -> u64 {
+        self.cow_version.get()
+    }
+
+    /// Calls `f` with every word of the copy-on-write layer (in no particular order). Reads
+    /// nothing of the image, so it is not a tracked read.
+    pub fn cow_for_each(&self, mut f: impl FnMut(u64, WordVal)) {
+        for (&w, &v) in self.cow.borrow().iter() {
+            f(w, v);
+        }
     }
 
     #[inline]

@@ -11,7 +11,7 @@
 
 use crate::atlas::undo_log::{alloc_logs, fase_begin, fase_commit, rollback, Tx};
 use crate::ctx::{Ctx, Gen, Heap};
-use crate::recovery::{OpLog, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{piece, OpLog, PieceCache, Recovery, RecoveryError, RecoveryReport};
 use crate::whisper::common::{History, SETUP};
 use pmsim_trace::{MemImage, Trace};
 use std::collections::BTreeSet;
@@ -99,9 +99,15 @@ impl UndoTxs {
         self.setup_gid.is_none_or(dfence_done)
     }
 
-    /// The per-word history check of a rolled-back image; returns the durable operations verified.
-    pub fn check_history(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
-        self.hist.check(img, &self.log, self.setup_gid, dfence_done)
+    /// The per-word history check of a rolled-back image, in pieces the crash driver may reuse
+    /// ([`History::check_with`]); returns the durable operations verified.
+    pub fn check_history_with(
+        &self,
+        img: &MemImage,
+        dfence_done: &dyn Fn(u64) -> bool,
+        pieces: &mut dyn PieceCache,
+    ) -> Result<u64, RecoveryError> {
+        self.hist.check_with(img, &self.log, self.setup_gid, dfence_done, pieces)
     }
 
     /// The report of a recovery that checks only the history (nothing structural to count).
@@ -109,8 +115,9 @@ impl UndoTxs {
         &self,
         img: &MemImage,
         dfence_done: &dyn Fn(u64) -> bool,
+        pieces: &mut dyn PieceCache,
     ) -> Result<RecoveryReport, RecoveryError> {
-        Ok(RecoveryReport { items: 0, durable_ops_checked: self.check_history(img, dfence_done)? })
+        Ok(RecoveryReport { items: 0, durable_ops_checked: self.check_history_with(img, dfence_done, pieces)? })
     }
 }
 
@@ -131,11 +138,17 @@ impl Drop for RolledBack<'_> {
     }
 }
 
-/// Recovery of a workload whose only invariant is its history: roll back, then check every word.
+/// Recovery of a workload whose only invariant is its history: roll back, then check every word
+/// (in pieces, [`History::check_with`]).
 impl Recovery for UndoTxs {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
+    fn check_with(
+        &self,
+        image: &MemImage,
+        dfence_done: &dyn Fn(u64) -> bool,
+        pieces: &mut dyn PieceCache,
+    ) -> Result<RecoveryReport, RecoveryError> {
         let img = self.rolled_back(image)?;
-        self.history_only(&img, dfence_done)
+        self.history_only(&img, dfence_done, pieces)
     }
 }
 
@@ -144,7 +157,17 @@ impl Recovery for UndoTxs {
 pub trait Structure: Send + Sync {
     /// Checks the structure's invariants; returns how many items it holds.
     fn check(&self, img: &MemImage, undo: &UndoTxs, dfence_done: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError>;
+
+    /// [`Structure::check`] as recovery pieces the crash driver may reuse: by default one piece;
+    /// a structure made of independent parts (N-Store's rows) checks each part in a piece of
+    /// its own. Must return exactly what `check` returns.
+    fn check_with(&self, img: &MemImage, undo: &UndoTxs, pieces: &mut dyn PieceCache) -> Result<u64, RecoveryError> {
+        piece(pieces, &[], |_, d| StructurePiece(self.check(img, undo, d))).0.clone()
+    }
 }
+
+/// A structure check's verdict as a piece (a type of its own: piece keys are per output type).
+pub struct StructurePiece(pub Result<u64, RecoveryError>);
 
 /// Recovery of an undo-logged structure: roll every log back; unless the crash came during the
 /// initial population (which is not failure-atomic), check the structure; then the history.
@@ -154,13 +177,20 @@ pub struct UndoRecovery<S> {
 }
 
 impl<S: Structure> Recovery for UndoRecovery<S> {
-    fn check(&self, image: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
+    /// The rollback in the recovery itself; the structure check and the history in pieces: the
+    /// crash driver reruns only those whose words changed.
+    fn check_with(
+        &self,
+        image: &MemImage,
+        dfence_done: &dyn Fn(u64) -> bool,
+        pieces: &mut dyn PieceCache,
+    ) -> Result<RecoveryReport, RecoveryError> {
         let img = self.undo.rolled_back(image)?;
         if !self.undo.setup_durable(dfence_done) {
-            return self.undo.history_only(&img, dfence_done);
+            return self.undo.history_only(&img, dfence_done, pieces);
         }
-        let items = self.structure.check(&img, &self.undo, dfence_done)?;
-        Ok(RecoveryReport { items, durable_ops_checked: self.undo.check_history(&img, dfence_done)? })
+        let items = self.structure.check_with(&img, &self.undo, pieces)?;
+        Ok(RecoveryReport { items, durable_ops_checked: self.undo.check_history_with(&img, dfence_done, pieces)? })
     }
 }
 

@@ -7,7 +7,7 @@
 //! is recorded in commit order ([`History`]) so an image word can be placed in that order.
 
 use crate::ctx::Heap;
-use crate::recovery::{OpLog, RecoveryError};
+use crate::recovery::{piece, OpLog, PieceCache, RecoveryError};
 use pmsim_trace::MemImage;
 use rustc_hash::FxHashMap;
 
@@ -103,16 +103,26 @@ pub fn image_write(img: &MemImage, addr: u64, bytes: &[u8]) {
 #[derive(Default)]
 pub struct History {
     words: FxHashMap<u64, Vec<(u32, u64)>>,
-    /// The recorded words in address order (sorted once, on the first check; a crash checker
-    /// checks thousands of images).
-    sorted: std::sync::OnceLock<Vec<u64>>,
+    /// What a check walks, built once on the first check (a crash checker checks thousands of
+    /// images): the words in address order with their writes, flat, and the distinct operations.
+    table: std::sync::OnceLock<HistoryTable>,
+}
+
+/// [`History`] laid out for checking: no hash look-up per word, and the count of verified
+/// operations from the distinct operations instead of a set built per check.
+struct HistoryTable {
+    /// (word, end of its writes in `writes`), by address.
+    words: Vec<(u64, u32)>,
+    writes: Vec<(u32, u64)>,
+    /// Every operation (not [`SETUP`]) that wrote a recorded word, once, ascending.
+    ops: Vec<u32>,
 }
 
 impl History {
     /// Records the current heap value of each word in `words` as written by operation `op`
     /// (an index into the op log, or [`SETUP`]). Call at commit, in commit order.
     pub fn record(&mut self, op: u32, words: impl IntoIterator<Item = u64>, heap: &Heap) {
-        self.sorted = Default::default();
+        self.table = Default::default();
         for w in words {
             let v = heap.read_u64(w, 8);
             let h = self.words.entry(w).or_default();
@@ -120,6 +130,22 @@ impl History {
                 h.push((op, v));
             }
         }
+    }
+
+    fn table(&self) -> &HistoryTable {
+        self.table.get_or_init(|| {
+            let mut addrs: Vec<u64> = self.words.keys().copied().collect();
+            addrs.sort_unstable();
+            let mut t = HistoryTable { words: Vec::with_capacity(addrs.len()), writes: Vec::new(), ops: Vec::new() };
+            for w in addrs {
+                t.writes.extend_from_slice(&self.words[&w]);
+                t.words.push((w, t.writes.len() as u32));
+            }
+            t.ops = t.writes.iter().map(|&(op, _)| op).filter(|&op| op != SETUP).collect();
+            t.ops.sort_unstable();
+            t.ops.dedup();
+            t
+        })
     }
 
     /// Checks every recorded word of `img`: it holds zero or a value written to it (nothing
@@ -132,44 +158,88 @@ impl History {
         setup_dfence: Option<u64>,
         dfence_done: &dyn Fn(u64) -> bool,
     ) -> Result<u64, RecoveryError> {
-        let durable = |op: u32| -> bool {
-            if op == SETUP {
-                setup_dfence.is_some_and(dfence_done)
-            } else {
-                log.ops.get(op as usize).and_then(|o| o.durable_at).is_some_and(dfence_done)
-            }
-        };
-        let mut verified: rustc_hash::FxHashSet<u32> = Default::default();
-        let sorted = self.sorted.get_or_init(|| {
-            let mut v: Vec<u64> = self.words.keys().copied().collect();
-            v.sort_unstable();
-            v
-        });
-        for (w, hist) in sorted.iter().filter_map(|w| self.words.get_key_value(w)) {
-            let w = *w;
-            let v = img.read_u64(w);
-            // Repeated values are ambiguous: the newest occurrence is the generous reading.
-            let pos = hist.iter().rposition(|&(_, x)| x == v);
-            if pos.is_none() && v != 0 {
-                return Err(RecoveryError::new(format!("word {w:#x} holds {v:#x}, which was never written there")));
-            }
-            if let Some(need) = hist.iter().rposition(|&(op, _)| durable(op)) {
-                if pos.is_none_or(|p| p < need) {
-                    let op = hist[need].0;
-                    let who =
-                        if op == SETUP { "the initial population".to_string() } else { format!("operation #{op}") };
-                    return Err(RecoveryError::new(format!(
-                        "word {w:#x}: {who} wrote {:#x} and was made durable by a completed dfence, but the recovered image holds {v:#x}",
-                        hist[need].1
-                    )));
-                }
-            }
-            for &(op, _) in hist {
-                if op != SETUP && durable(op) {
-                    verified.insert(op);
-                }
+        self.check_with(img, log, setup_dfence, dfence_done, &mut crate::recovery::Uncached { dfence_done })
+    }
+
+    /// [`History::check`] in pieces of [`HISTORY_PIECE_WORDS`] words (in address order, so the
+    /// first failure is the same) and one piece counting the verified operations (it reads no
+    /// word: it is reused until a dfence it saw pending completes).
+    pub fn check_with(
+        &self,
+        img: &MemImage,
+        log: &OpLog,
+        setup_dfence: Option<u64>,
+        dfence_done: &dyn Fn(u64) -> bool,
+        pieces: &mut dyn PieceCache,
+    ) -> Result<u64, RecoveryError> {
+        let _ = dfence_done; // every answer comes from the pieces' own `dfence_done`
+        let t = self.table();
+        for (i, chunk) in t.words.chunks(HISTORY_PIECE_WORDS).enumerate() {
+            let start = if i == 0 { 0 } else { t.words[i * HISTORY_PIECE_WORDS - 1].1 as usize };
+            let out = piece(pieces, &[i as u64], |_, d| {
+                HistoryPiece(check_words(chunk, &t.writes[start..], start, img, &|op| {
+                    durable(op, log, setup_dfence, d)
+                }))
+            });
+            if let Err(e) = &out.0 {
+                return Err(e.clone());
             }
         }
-        Ok(verified.len() as u64)
+        let n = piece(pieces, &[], |_, d| {
+            VerifiedOps(t.ops.iter().filter(|&&op| durable(op, log, setup_dfence, d)).count() as u64)
+        });
+        Ok(n.0)
     }
+}
+
+/// Words of a [`History`] checked in one recovery piece.
+pub const HISTORY_PIECE_WORDS: usize = 256;
+
+/// A history piece's verdict (a type of its own: piece keys are per output type).
+struct HistoryPiece(Result<(), RecoveryError>);
+
+/// How many durable operations a history verified.
+struct VerifiedOps(u64);
+
+/// Whether operation `op` (or [`SETUP`]) was made durable by a completed dfence.
+fn durable(op: u32, log: &OpLog, setup_dfence: Option<u64>, dfence_done: &dyn Fn(u64) -> bool) -> bool {
+    if op == SETUP {
+        setup_dfence.is_some_and(dfence_done)
+    } else {
+        log.ops.get(op as usize).and_then(|o| o.durable_at).is_some_and(dfence_done)
+    }
+}
+
+/// Checks `words` ((word, end of its writes), ends counted from `base`) against `writes`
+/// (starting at `base`): see [`History::check`].
+fn check_words(
+    words: &[(u64, u32)],
+    writes: &[(u32, u64)],
+    base: usize,
+    img: &MemImage,
+    durable: &dyn Fn(u32) -> bool,
+) -> Result<(), RecoveryError> {
+    let mut start = 0;
+    for &(w, end) in words {
+        let end = end as usize - base;
+        let hist = &writes[start..end];
+        start = end;
+        let v = img.read_u64(w);
+        // Repeated values are ambiguous: the newest occurrence is the generous reading.
+        let pos = hist.iter().rposition(|&(_, x)| x == v);
+        if pos.is_none() && v != 0 {
+            return Err(RecoveryError::new(format!("word {w:#x} holds {v:#x}, which was never written there")));
+        }
+        if let Some(need) = hist.iter().rposition(|&(op, _)| durable(op)) {
+            if pos.is_none_or(|p| p < need) {
+                let op = hist[need].0;
+                let who = if op == SETUP { "the initial population".to_string() } else { format!("operation #{op}") };
+                return Err(RecoveryError::new(format!(
+                    "word {w:#x}: {who} wrote {:#x} and was made durable by a completed dfence, but the recovered image holds {v:#x}",
+                    hist[need].1
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -19,10 +19,10 @@
 //! update/read mix).
 
 use crate::blocks::requests::{Mix, Request};
-use crate::blocks::undo_tx::{Structure, UndoRecovery, UndoTxs};
+use crate::blocks::undo_tx::{Structure, StructurePiece, UndoRecovery, UndoTxs};
 use crate::ctx::Gen;
 use crate::params::{compute, int, percent, ParamSpec, Params};
-use crate::recovery::{OpRecord, RecoveryError};
+use crate::recovery::{piece, OpRecord, PieceCache, RecoveryError};
 use crate::registry::{Generated, WorkloadSpec};
 use crate::whisper::common::{key_bytes, key_of, r8, value_bytes, value_of, OP_READ};
 use pmsim_trace::MemImage;
@@ -121,18 +121,38 @@ struct NStoreRecovery {
     l: Layout,
 }
 
-impl Structure for NStoreRecovery {
-    /// Runs once the load phase's dfence completed (before it the table may be partly written).
-    fn check(&self, img: &MemImage, _: &UndoTxs, _: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
+/// Rows checked in one recovery piece.
+const ROWS_PER_PIECE: u64 = 64;
+
+impl NStoreRecovery {
+    /// Rows `rows` are well formed, each with its own key; returns how many.
+    fn check_rows(&self, img: &MemImage, rows: std::ops::Range<u64>) -> Result<u64, RecoveryError> {
         let l = &self.l;
         let mut items = 0;
-        for i in 0..l.tuples {
+        for i in rows {
             let key = key_of(&img.read_bytes(l.tuple(i), l.ks));
             let val = value_of(&img.read_bytes(l.val(i), l.vs));
             match (key, val) {
                 (Ok(Some(k)), Ok(Some(_))) if k == i => items += 1,
                 _ => return Err(RecoveryError::new(format!("tuple {i} is not a well-formed row with key {i}"))),
             }
+        }
+        Ok(items)
+    }
+}
+
+impl Structure for NStoreRecovery {
+    /// Runs once the load phase's dfence completed (before it the table may be partly written).
+    fn check(&self, img: &MemImage, _: &UndoTxs, _: &dyn Fn(u64) -> bool) -> Result<u64, RecoveryError> {
+        self.check_rows(img, 0..self.l.tuples)
+    }
+
+    /// The rows in pieces of [`ROWS_PER_PIECE`], in order (so the first failure is the same).
+    fn check_with(&self, img: &MemImage, _: &UndoTxs, pieces: &mut dyn PieceCache) -> Result<u64, RecoveryError> {
+        let mut items = 0;
+        for from in (0..self.l.tuples).step_by(ROWS_PER_PIECE as usize) {
+            let rows = from..(from + ROWS_PER_PIECE).min(self.l.tuples);
+            items += piece(pieces, &[from], |_, _| StructurePiece(self.check_rows(img, rows))).0.clone()?;
         }
         Ok(items)
     }
