@@ -163,30 +163,66 @@ def crash(
     recovery: bool = True,
     max_failures: int = 10,
     allow_broken: bool = False,
+    progress: bool = False,
     **params: Any,
 ) -> dict:
     """Crashes a run at the given instants and checks every crash image against the design's
-    persistency model (and the workload's own recovery); returns the report as a dict."""
+    persistency model (and the workload's own recovery); returns the report as a dict.
+    ``progress=True`` shows a bar over the run's simulated time while the images are checked."""
     cfg, wl = _core.split_kwargs(_strs(params))
     if trace is not None and wl:
         raise _core.PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
-    out = _core.crash(
-        design,
-        trace=trace,
-        workload=workload,
-        params=wl,
-        config=config,
-        overrides=cfg,
-        at=[parse_instant(x) for x in at] if at else None,
-        random=random,
-        seed=seed,
-        every=every,
-        model=model,
-        allow_broken=allow_broken,
-        recovery=recovery,
-        max_failures=max_failures,
-    )
+    with CrashProgress(disable=not progress) as bar:
+        out = _core.crash(
+            design,
+            trace=trace,
+            workload=workload,
+            params=wl,
+            config=config,
+            overrides=cfg,
+            at=[parse_instant(x) for x in at] if at else None,
+            random=random,
+            seed=seed,
+            every=every,
+            model=model,
+            allow_broken=allow_broken,
+            recovery=recovery,
+            max_failures=max_failures,
+            progress=bar if progress else None,
+        )
     return json.loads(out)
+
+
+class CrashProgress:
+    """A progress bar (with its ETA) over a crash check's simulated time, fed by the core's
+    ``progress(instant_ps, end_ps)`` reports. It appears at the first report, when the reference
+    run is done and the run's length known. ``disable``: ``None`` shows it only on a terminal."""
+
+    def __init__(self, disable: bool | None) -> None:
+        self.disable = disable
+        self.bar: Any = None
+
+    def __call__(self, t_ps: int, end_ps: int) -> None:
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            total = max(end_ps, 1) / 1000
+            self.bar = tqdm(
+                total=total,
+                desc="crash images",
+                unit="ns",
+                unit_scale=True,
+                disable=self.disable,
+                leave=False,
+            )
+        self.bar.update(t_ps / 1000 - self.bar.n)
+
+    def __enter__(self) -> CrashProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def describe_violation(v: dict) -> str:

@@ -369,22 +369,25 @@ def cmd_crash(a: argparse.Namespace) -> int:
 
     tracer.check_complete(a.trace, a.allow_incomplete)
     at = [api.parse_instant(x) for x in a.at] if a.at else None
-    out = _core.crash(
-        a.design,
-        trace=a.trace,
-        workload=a.workload,
-        params=params,
-        config=a.config,
-        overrides=_kv(a.set, "--set"),
-        at=at,
-        random=a.random,
-        seed=a.seed,
-        every=a.every,
-        model=a.model,
-        allow_broken=a.allow_broken_designs,
-        recovery=not a.no_recovery,
-        max_failures=a.max_failures,
-    )
+    # The bar shows on a terminal only (None), never with -q.
+    with api.CrashProgress(True if a.quiet else None) as bar:
+        out = _core.crash(
+            a.design,
+            trace=a.trace,
+            workload=a.workload,
+            params=params,
+            config=a.config,
+            overrides=_kv(a.set, "--set"),
+            at=at,
+            random=a.random,
+            seed=a.seed,
+            every=a.every,
+            model=a.model,
+            allow_broken=a.allow_broken_designs,
+            recovery=not a.no_recovery,
+            max_failures=a.max_failures,
+            progress=bar,
+        )
     rep = json.loads(out)
     if a.json:
         print(out)
@@ -705,6 +708,7 @@ def parser() -> argparse.ArgumentParser:
     cr.add_argument("--json", action="store_true", help="print the report as JSON")
     cr.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
     cr.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
+    cr.add_argument("-q", "--quiet", action="store_true", help="no progress bar (shown on a terminal only)")
     cr.set_defaults(fn=cmd_crash)
 
     pf = _sub(sub, "profile", "persist profile of the workloads (stores, epochs, dependencies)")

@@ -77,6 +77,23 @@ def test_python_api_matches_the_cli():
     }
 
 
+def test_progress_bar_over_simulated_time(capsys):
+    # pmsim.crash(progress=True) draws a bar (tqdm, on stderr) and reports exactly what a quiet
+    # check does; the CLI draws none when stderr is not a terminal, nor with -q.
+    quiet = pmsim.crash("asap-rp", workload="nstore", ops=40, every=True)
+    capsys.readouterr()
+    shown = pmsim.crash("asap-rp", workload="nstore", ops=40, every=True, progress=True)
+    err = capsys.readouterr().err
+    assert "crash images:" in err and "ns/s]" in err, err
+    strip = lambda r: {k: v for k, v in r.items() if k != "host_seconds"}  # noqa: E731
+    assert strip(shown) == strip(quiet)
+    for extra in ([], ["-q"]):
+        p = pmsim_cli(
+            "crash", "--workload", "nstore", "-p", "ops=40", "--design", "asap-rp", "--every", *extra
+        )
+        assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
 def test_crash_instant_units():
     assert pmsim.api.parse_instant("120ns") == 120_000
     assert pmsim.api.parse_instant("3.5us") == 3_500_000

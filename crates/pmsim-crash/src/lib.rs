@@ -118,6 +118,16 @@ fn splitmix(state: &mut u64) -> u64 {
 
 /// Runs the request.
 pub fn run(req: &Request) -> Result<Report, String> {
+    run_with_progress(req, None)
+}
+
+/// Where a check has got to, for a progress display: `(instant reached, end of the run)`, both in
+/// simulated ps. Called after the reference run (with 0), then at most about ten times a second,
+/// and at the end.
+pub type Progress<'p> = &'p (dyn Fn(u64, u64) + Sync);
+
+/// [`run`], reporting its progress to `progress`.
+pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Result<Report, String> {
     let start = std::time::Instant::now();
     // First pass: the full run, for its record (the checker's input) and its length.
     let dialect = req.trace.dialect();
@@ -230,6 +240,20 @@ pub fn run(req: &Request) -> Result<Report, String> {
         rep.failures.len() >= req.max_failures.max(1)
     };
 
+    // Progress: a look at the clock every 64 instants, a report at most every 100 ms.
+    let mut shown = (0u64, std::time::Instant::now());
+    let mut tick = |t: u64| {
+        if let Some(p) = progress {
+            shown.0 += 1;
+            if shown.0.is_multiple_of(64) && shown.1.elapsed() >= std::time::Duration::from_millis(100) {
+                shown.1 = std::time::Instant::now();
+                p(t, end);
+            }
+        }
+    };
+    if let Some(p) = progress {
+        p(0, end);
+    }
     match &req.instants {
         Instants::Every => {
             let mut seen = sim.m.persist_version;
@@ -239,8 +263,11 @@ pub fn run(req: &Request) -> Result<Report, String> {
                     seen = sim.m.persist_version;
                     // Crash after every event at this instant has happened.
                     let t = sim.m.now;
-                    if sim.next_time() != Some(t) && check_at(&mut sim, t, &mut rep) {
-                        break;
+                    if sim.next_time() != Some(t) {
+                        if check_at(&mut sim, t, &mut rep) {
+                            break;
+                        }
+                        tick(t);
                     }
                 }
                 if !more {
@@ -254,8 +281,12 @@ pub fn run(req: &Request) -> Result<Report, String> {
                 if check_at(&mut sim, t, &mut rep) {
                     break;
                 }
+                tick(t);
             }
         }
+    }
+    if let Some(p) = progress {
+        p(end, end);
     }
     rep.recovery_runs = memo.runs;
     rep.piece_runs = memo.piece_runs();

@@ -81,3 +81,33 @@ fn reused_verdicts_are_the_verdicts_of_a_run_on_every_image() {
     assert!(reused > 1000, "only {reused} more verdicts reused than by the reference");
     assert!(rejected > 0, "no image was rejected by a recovery");
 }
+
+#[test]
+fn progress_reports_climb_to_the_run_end_and_change_nothing() {
+    // The same report with and without a progress display; the reports start at 0 once the
+    // reference run gave the run's length, never go back, and end at (end, end).
+    let mut p = std::collections::BTreeMap::new();
+    p.insert("ops".to_string(), "60".to_string());
+    let g = pmsim_workloads::generate("nstore", &p).unwrap();
+    let req = Request {
+        trace: Arc::new(g.trace),
+        design: "asap-rp".to_string(),
+        allow_broken: false,
+        config: Config::default(),
+        instants: Instants::Every,
+        model: None,
+        recovery: Some(&*g.recovery),
+        replay_input: "--workload nstore -p ops=60".to_string(),
+        max_failures: 10,
+    };
+    let seen = std::sync::Mutex::new(Vec::new());
+    let record = |t: u64, end: u64| seen.lock().unwrap().push((t, end));
+    let with = pmsim_crash::run_with_progress(&req, Some(&record)).unwrap();
+    let without = run(&req).unwrap();
+    assert_eq!(json(&with), json(&without));
+    let seen = seen.into_inner().unwrap();
+    let end = with.run_end_ps;
+    assert!(seen.len() >= 2 && seen.iter().all(|&(t, e)| e == end && t <= end), "{seen:?}");
+    assert_eq!((seen[0], *seen.last().unwrap()), ((0, end), (end, end)));
+    assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "{seen:?}");
+}

@@ -146,8 +146,10 @@ fn trace_generate(
 }
 
 /// Crashes a run at the given instants and checks every image; returns the report as JSON.
+/// `progress(instant_ps, end_ps)`, if given, is called as the check advances (see
+/// `pmsim_crash::Progress`); what it raises is ignored.
 #[pyfunction]
-#[pyo3(signature = (design, trace=None, workload=None, params=None, config=None, overrides=None, at=None, random=None, seed=1, every=false, model=None, allow_broken=false, recovery=true, max_failures=10))]
+#[pyo3(signature = (design, trace=None, workload=None, params=None, config=None, overrides=None, at=None, random=None, seed=1, every=false, model=None, allow_broken=false, recovery=true, max_failures=10, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn crash(
     py: Python<'_>,
@@ -165,11 +167,20 @@ fn crash(
     allow_broken: bool,
     recovery: bool,
     max_failures: usize,
+    progress: Option<PyObject>,
 ) -> PyResult<String> {
     let inp = input(trace, workload, params.unwrap_or_default())?;
     let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
     let spec = runner::CrashSpec { at: at.unwrap_or_default(), random, seed, every, model, recovery, max_failures };
-    let rep = py.allow_threads(|| runner::crash(&inp, &design, &cfg, allow_broken, &spec)).map_err(err)?;
+    let report = |t: u64, end: u64| {
+        if let Some(cb) = &progress {
+            Python::with_gil(|py| {
+                let _ = cb.call1(py, (t, end));
+            });
+        }
+    };
+    let report: Option<pmsim_crash::Progress<'_>> = progress.is_some().then_some(&report);
+    let rep = py.allow_threads(|| runner::crash(&inp, &design, &cfg, allow_broken, &spec, report)).map_err(err)?;
     serde_json::to_string(&rep).map_err(|e| err(e.to_string()))
 }
 
@@ -191,7 +202,7 @@ fn crash_bench(
     let inp = input(None, Some(workload), params)?;
     let cfg = runner::config(None, &BTreeMap::new()).map_err(err)?;
     let spec = runner::CrashSpec { at: Vec::new(), random, seed, every, model: None, recovery, max_failures: 10 };
-    let rep = py.allow_threads(|| runner::crash(&inp, &design, &cfg, false, &spec)).map_err(err)?;
+    let rep = py.allow_threads(|| runner::crash(&inp, &design, &cfg, false, &spec, None)).map_err(err)?;
     let mut v = serde_json::to_value(&rep).map_err(|e| err(e.to_string()))?;
     v["setup_seconds"] = rep.setup_seconds.into();
     v["recovery_runs"] = rep.recovery_runs.into();

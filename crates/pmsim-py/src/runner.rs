@@ -220,6 +220,7 @@ pub fn crash(
     cfg: &Config,
     allow_broken: bool,
     spec: &CrashSpec,
+    progress: Option<pmsim_crash::Progress<'_>>,
 ) -> Result<pmsim_crash::Report, String> {
     let modes = (!spec.at.is_empty()) as u8 + spec.random.is_some() as u8 + spec.every as u8;
     if modes != 1 {
@@ -269,5 +270,5 @@ pub fn crash(
         replay_input: replay,
         max_failures: spec.max_failures,
     };
-    pmsim_crash::run(&req)
+    pmsim_crash::run_with_progress(&req, progress)
 }
