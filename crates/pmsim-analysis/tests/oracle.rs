@@ -11,24 +11,10 @@
 
 use pmsim_analysis::{analyze_trace, Config, Model};
 use pmsim_trace::{Event, Kind, Trace, TraceBuilder};
+use pmsim_workloads::Rng;
 use std::collections::{BTreeSet, HashMap};
 
 const PM: u64 = 0x1_0000_0000;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// One event as the oracle sees it, in global order.
 #[derive(Clone)]
@@ -42,7 +28,7 @@ struct Ev {
 
 /// A random trace as the oracle's events (thread count, events in global order).
 fn random_trace(seed: u64) -> (usize, Vec<Ev>) {
-    let mut r = Rng(seed);
+    let mut r = Rng::new(seed);
     let threads = 1 + r.below(3) as usize;
     let n = 1 + r.below(60);
     let mut evs = Vec::new();
@@ -79,7 +65,7 @@ fn random_trace(seed: u64) -> (usize, Vec<Ev>) {
 
 /// A and G of a seed's case.
 fn granularities(seed: u64) -> (u64, u64) {
-    let mut r = Rng(seed ^ 0xa5a5);
+    let mut r = Rng::new(seed ^ 0xa5a5);
     (8 << r.below(4), 8 << r.below(4))
 }
 

@@ -101,23 +101,13 @@ impl UndoTxs {
 
     /// The per-word history check of a rolled-back image, in pieces the crash driver may reuse
     /// ([`History::check_with`]); returns the durable operations verified.
-    pub fn check_history_with(
-        &self,
-        img: &MemImage,
-        dfence_done: &dyn Fn(u64) -> bool,
-        pieces: &mut dyn PieceCache,
-    ) -> Result<u64, RecoveryError> {
-        self.hist.check_with(img, &self.log, self.setup_gid, dfence_done, pieces)
+    pub fn check_history_with(&self, img: &MemImage, pieces: &mut dyn PieceCache) -> Result<u64, RecoveryError> {
+        self.hist.check_with(img, &self.log, self.setup_gid, pieces)
     }
 
     /// The report of a recovery that checks only the history (nothing structural to count).
-    pub fn history_only(
-        &self,
-        img: &MemImage,
-        dfence_done: &dyn Fn(u64) -> bool,
-        pieces: &mut dyn PieceCache,
-    ) -> Result<RecoveryReport, RecoveryError> {
-        Ok(RecoveryReport { items: 0, durable_ops_checked: self.check_history_with(img, dfence_done, pieces)? })
+    pub fn history_only(&self, img: &MemImage, pieces: &mut dyn PieceCache) -> Result<RecoveryReport, RecoveryError> {
+        Ok(RecoveryReport { items: 0, durable_ops_checked: self.check_history_with(img, pieces)? })
     }
 }
 
@@ -144,11 +134,11 @@ impl Recovery for UndoTxs {
     fn check_with(
         &self,
         image: &MemImage,
-        dfence_done: &dyn Fn(u64) -> bool,
+        _dfence_done: &dyn Fn(u64) -> bool, // the history's pieces answer from their own
         pieces: &mut dyn PieceCache,
     ) -> Result<RecoveryReport, RecoveryError> {
         let img = self.rolled_back(image)?;
-        self.history_only(&img, dfence_done, pieces)
+        self.history_only(&img, pieces)
     }
 }
 
@@ -187,10 +177,10 @@ impl<S: Structure> Recovery for UndoRecovery<S> {
     ) -> Result<RecoveryReport, RecoveryError> {
         let img = self.undo.rolled_back(image)?;
         if !self.undo.setup_durable(dfence_done) {
-            return self.undo.history_only(&img, dfence_done, pieces);
+            return self.undo.history_only(&img, pieces);
         }
         let items = self.structure.check_with(&img, &self.undo, pieces)?;
-        Ok(RecoveryReport { items, durable_ops_checked: self.undo.check_history_with(&img, dfence_done, pieces)? })
+        Ok(RecoveryReport { items, durable_ops_checked: self.undo.check_history_with(&img, pieces)? })
     }
 }
 

@@ -158,21 +158,20 @@ impl History {
         setup_dfence: Option<u64>,
         dfence_done: &dyn Fn(u64) -> bool,
     ) -> Result<u64, RecoveryError> {
-        self.check_with(img, log, setup_dfence, dfence_done, &mut crate::recovery::Uncached { dfence_done })
+        self.check_with(img, log, setup_dfence, &mut crate::recovery::Uncached { dfence_done })
     }
 
     /// [`History::check`] in pieces of [`HISTORY_PIECE_WORDS`] words (in address order, so the
     /// first failure is the same) and one piece counting the verified operations (it reads no
-    /// word: it is reused until a dfence it saw pending completes).
+    /// word: it is reused until a dfence it saw pending completes). Every dfence answer comes
+    /// from the pieces' own `dfence_done`, which the cache tracks.
     pub fn check_with(
         &self,
         img: &MemImage,
         log: &OpLog,
         setup_dfence: Option<u64>,
-        dfence_done: &dyn Fn(u64) -> bool,
         pieces: &mut dyn PieceCache,
     ) -> Result<u64, RecoveryError> {
-        let _ = dfence_done; // every answer comes from the pieces' own `dfence_done`
         let t = self.table();
         for (i, chunk) in t.words.chunks(HISTORY_PIECE_WORDS).enumerate() {
             let start = if i == 0 { 0 } else { t.words[i * HISTORY_PIECE_WORDS - 1].1 as usize };
