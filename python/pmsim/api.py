@@ -25,25 +25,29 @@ def run(
     trace: str | None = None,
     config: str | None = None,
     allow_broken: bool = False,
+    progress: bool = False,
     **params: Any,
 ) -> dict:
     """Simulates a workload (or a trace file) under ``design``; returns the stats as a dict.
 
     ``params`` mixes configuration overrides (``pm_write_ns=120``) and workload parameters
-    (``threads=4, ops=2000``); they are told apart by name.
+    (``threads=4, ops=2000``); they are told apart by name. ``progress=True`` shows a bar over
+    the trace's events while it runs.
     """
     cfg, wl = _core.split_kwargs(_strs(params))
     if trace is not None and wl:
         raise _core.PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
-    out = _core.run(
-        design,
-        trace=trace,
-        workload=workload,
-        params=wl,
-        config=config,
-        overrides=cfg,
-        allow_broken=allow_broken,
-    )
+    with run_bar(disable=not progress) as bar:
+        out = _core.run(
+            design,
+            trace=trace,
+            workload=workload,
+            params=wl,
+            config=config,
+            overrides=cfg,
+            allow_broken=allow_broken,
+            progress=bar if progress else None,
+        )
     return json.loads(out)
 
 
@@ -172,7 +176,7 @@ def crash(
     cfg, wl = _core.split_kwargs(_strs(params))
     if trace is not None and wl:
         raise _core.PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
-    with CrashProgress(disable=not progress) as bar:
+    with crash_bar(disable=not progress) as bar:
         out = _core.crash(
             design,
             trace=trace,
@@ -193,36 +197,46 @@ def crash(
     return json.loads(out)
 
 
-class CrashProgress:
-    """A progress bar (with its ETA) over a crash check's simulated time, fed by the core's
-    ``progress(instant_ps, end_ps)`` reports. It appears at the first report, when the reference
-    run is done and the run's length known. ``disable``: ``None`` shows it only on a terminal."""
+class ProgressBar:
+    """A progress bar (with its ETA) fed by the core's ``progress(done, total)`` reports: a run's
+    trace events, or a crash check's simulated time (``scale=1e-3``: ps shown as ns). It appears
+    at the first report (for a crash check, when the reference run gave the run's length).
+    ``disable``: ``None`` shows it only on a terminal."""
 
-    def __init__(self, disable: bool | None) -> None:
-        self.disable = disable
+    def __init__(self, desc: str, unit: str, disable: bool | None, scale: float = 1.0) -> None:
+        self.desc, self.unit, self.disable, self.scale = desc, unit, disable, scale
         self.bar: Any = None
 
-    def __call__(self, t_ps: int, end_ps: int) -> None:
+    def __call__(self, done: int, total: int) -> None:
         if self.bar is None:
             from tqdm.auto import tqdm
 
-            total = max(end_ps, 1) / 1000
             self.bar = tqdm(
-                total=total,
-                desc="crash images",
-                unit="ns",
+                total=max(total, 1) * self.scale,
+                desc=self.desc,
+                unit=self.unit,
                 unit_scale=True,
                 disable=self.disable,
                 leave=False,
             )
-        self.bar.update(t_ps / 1000 - self.bar.n)
+        self.bar.update(done * self.scale - self.bar.n)
 
-    def __enter__(self) -> CrashProgress:
+    def __enter__(self) -> ProgressBar:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def crash_bar(disable: bool | None) -> ProgressBar:
+    """The bar of a crash check: the run's simulated time, in ns."""
+    return ProgressBar("crash images", "ns", disable, scale=1e-3)
+
+
+def run_bar(disable: bool | None) -> ProgressBar:
+    """The bar of one run: the trace's events executed."""
+    return ProgressBar("simulating", "ev", disable)
 
 
 def describe_violation(v: dict) -> str:

@@ -59,15 +59,18 @@ def cmd_run(a: argparse.Namespace) -> int:
     from pmsim import _core, tracer
 
     tracer.check_complete(a.trace, a.allow_incomplete)
-    out = _core.run(
-        a.design,
-        trace=a.trace,
-        workload=a.workload,
-        params=params,
-        config=a.config,
-        overrides=overrides,
-        allow_broken=a.allow_broken_designs,
-    )
+    # The bar shows on a terminal only (None), never with -q.
+    with api.run_bar(True if a.quiet else None) as bar:
+        out = _core.run(
+            a.design,
+            trace=a.trace,
+            workload=a.workload,
+            params=params,
+            config=a.config,
+            overrides=overrides,
+            allow_broken=a.allow_broken_designs,
+            progress=bar,
+        )
     stats = json.loads(out)
     if a.output:
         write_atomic(a.output, out + "\n")
@@ -370,7 +373,7 @@ def cmd_crash(a: argparse.Namespace) -> int:
     tracer.check_complete(a.trace, a.allow_incomplete)
     at = [api.parse_instant(x) for x in a.at] if a.at else None
     # The bar shows on a terminal only (None), never with -q.
-    with api.CrashProgress(True if a.quiet else None) as bar:
+    with api.crash_bar(True if a.quiet else None) as bar:
         out = _core.crash(
             a.design,
             trace=a.trace,
@@ -544,6 +547,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the stats JSON instead of a summary")
     r.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
     r.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress bar (shown on a terminal only)")
     r.set_defaults(fn=cmd_run)
 
     c = _sub(sub, "compare", "one workload (or a trace) under every design, as a table")

@@ -94,6 +94,22 @@ def test_progress_bar_over_simulated_time(capsys):
         assert p.returncode == 0 and p.stderr == "", p.stderr
 
 
+def test_run_progress_bar_counts_the_trace_events(capsys, tmp_path):
+    # A run advanced in slices for its bar is the same run: identical stats, bar or not, from a
+    # workload and from a binary trace file (whose event count comes from its END record).
+    quiet = pmsim.run("asap-rp", workload="nstore", ops=300)
+    capsys.readouterr()
+    shown = pmsim.run("asap-rp", workload="nstore", ops=300, progress=True)
+    err = capsys.readouterr().err
+    assert "simulating:" in err and "ev/s]" in err, err
+    assert shown == quiet
+    trace = tmp_path / "n.bin"
+    pmsim_cli("trace", "gen", "--workload", "nstore", "-p", "ops=300", "-o", trace, check=True)
+    assert pmsim.run("asap-rp", trace=str(trace), progress=True) == pmsim.run("asap-rp", trace=str(trace))
+    p = pmsim_cli("run", "--trace", trace, "--design", "asap-rp")
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
 def test_crash_instant_units():
     assert pmsim.api.parse_instant("120ns") == 120_000
     assert pmsim.api.parse_instant("3.5us") == 3_500_000

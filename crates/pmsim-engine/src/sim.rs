@@ -114,6 +114,11 @@ impl Simulator {
         Ok(self.m.peek_time().is_some())
     }
 
+    /// Trace events the cores have executed so far (the stats' `events` at the end).
+    pub fn events_done(&self) -> u64 {
+        self.m.cores.iter().map(|c| c.stats.events).sum()
+    }
+
     /// Processes exactly one queued event; `Ok(false)` when none is left.
     pub fn step(&mut self) -> Result<bool, SimError> {
         match self.m.pop() {

@@ -45,7 +45,7 @@ pub fn analyze(input: &Input, req: &Request, cfg: &Config) -> Result<Vec<Report>
             let counts = analyze_file(p, &models, &acfg).map_err(|e| e.to_string())?;
             let instr = match req.instr_ops_per_s {
                 Some(r) => Some(r),
-                None if has_ops(&counts) => Some(instr_rate(&runner::run(input, "eadr", cfg, false)?, path)?),
+                None if has_ops(&counts) => Some(instr_rate(&runner::run(input, "eadr", cfg, false, None)?, path)?),
                 None => None,
             };
             (counts, instr)

@@ -28,8 +28,10 @@ fn input(trace: Option<String>, workload: Option<String>, params: BTreeMap<Strin
 }
 
 /// Runs one simulation; returns the stats as JSON.
+/// `progress(events_done, events_total)`, if given, is called as the run advances (about ten
+/// times a second); what it raises is ignored.
 #[pyfunction]
-#[pyo3(signature = (design, trace=None, workload=None, params=None, config=None, overrides=None, allow_broken=false))]
+#[pyo3(signature = (design, trace=None, workload=None, params=None, config=None, overrides=None, allow_broken=false, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -40,10 +42,25 @@ fn run(
     config: Option<String>,
     overrides: Option<BTreeMap<String, String>>,
     allow_broken: bool,
+    progress: Option<PyObject>,
 ) -> PyResult<String> {
     let inp = input(trace, workload, params.unwrap_or_default())?;
     let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
-    py.allow_threads(|| runner::run(&inp, &design, &cfg, allow_broken)).map(|s| s.to_json()).map_err(err)
+    let report = python_progress(&progress);
+    let report: Option<&(dyn Fn(u64, u64) + Sync)> = progress.is_some().then_some(&report);
+    py.allow_threads(|| runner::run(&inp, &design, &cfg, allow_broken, report)).map(|s| s.to_json()).map_err(err)
+}
+
+/// A `(done, total)` report that calls the Python callable `cb` (if any) under the GIL; what it
+/// raises is ignored (a display must not fail a run).
+fn python_progress(cb: &Option<PyObject>) -> impl Fn(u64, u64) + Sync + '_ {
+    move |done: u64, total: u64| {
+        if let Some(cb) = cb {
+            Python::with_gil(|py| {
+                let _ = cb.call1(py, (done, total));
+            });
+        }
+    }
 }
 
 /// Benchmarks the timing engine: generates the workload's trace once, then runs each design
@@ -172,13 +189,7 @@ fn crash(
     let inp = input(trace, workload, params.unwrap_or_default())?;
     let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
     let spec = runner::CrashSpec { at: at.unwrap_or_default(), random, seed, every, model, recovery, max_failures };
-    let report = |t: u64, end: u64| {
-        if let Some(cb) = &progress {
-            Python::with_gil(|py| {
-                let _ = cb.call1(py, (t, end));
-            });
-        }
-    };
+    let report = python_progress(&progress);
     let report: Option<pmsim_crash::Progress<'_>> = progress.is_some().then_some(&report);
     let rep = py.allow_threads(|| runner::crash(&inp, &design, &cfg, allow_broken, &spec, report)).map_err(err)?;
     serde_json::to_string(&rep).map_err(|e| err(e.to_string()))

@@ -48,11 +48,19 @@ pub struct Opened {
     pub labels: Vec<String>,
     /// Legacy x86 or design-neutral (decides how the baseline runs it).
     pub dialect: pmsim_trace::Dialect,
+    /// Events in the trace (for a progress display).
+    pub events: u64,
 }
 
 impl Opened {
     fn of(t: &Arc<Trace>) -> Opened {
-        Opened { sources: VecSource::all(t), pm: t.pm.clone(), labels: t.labels.clone(), dialect: t.dialect() }
+        Opened {
+            sources: VecSource::all(t),
+            pm: t.pm.clone(),
+            labels: t.labels.clone(),
+            dialect: t.dialect(),
+            events: t.num_events() as u64,
+        }
     }
 }
 
@@ -78,7 +86,7 @@ pub fn sources(input: &Input) -> Result<Opened, String> {
                     srcs.push(Box::new(BinarySource::open(p, t).map_err(|e| e.to_string())?));
                 }
                 let labels = BinarySource::labels(p).map_err(|e| e.to_string())?;
-                Ok(Opened { sources: srcs, pm: h.pm, labels, dialect })
+                Ok(Opened { sources: srcs, pm: h.pm, labels, dialect, events: binary_event_count(p) })
             } else {
                 let t = Arc::new(text::read_path(p).map_err(|e| e.to_string())?);
                 Ok(Opened::of(&t))
@@ -92,13 +100,54 @@ pub fn sources(input: &Input) -> Result<Opened, String> {
     }
 }
 
-/// Runs one simulation and returns its stats.
-pub fn run(input: &Input, design_name: &str, cfg: &Config, allow_broken: bool) -> Result<RunStats, String> {
+/// The event count of a validated binary trace: its END record, the file's last 13 bytes
+/// (`0x00`, `total_events u64`, `total_labels u32`; docs/binary-trace.md). 0 if unreadable: it
+/// only sizes a progress display.
+fn binary_event_count(p: &Path) -> u64 {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut end = [0u8; 13];
+    std::fs::File::open(p)
+        .and_then(|mut f| f.seek(SeekFrom::End(-13)).and_then(|_| f.read_exact(&mut end)))
+        .map_or(0, |_| if end[0] == 0 { u64::from_le_bytes(end[1..9].try_into().unwrap_or_default()) } else { 0 })
+}
+
+/// A progress display of a run: `(trace events executed, events in the trace)`.
+pub type RunProgress<'p> = &'p (dyn Fn(u64, u64) + Sync);
+
+/// Runs one simulation and returns its stats; `progress`, if given, hears about it about ten
+/// times a second (the run advances in slices of simulated time, which changes nothing: it is
+/// the same sequence of events as one uninterrupted run).
+pub fn run(
+    input: &Input,
+    design_name: &str,
+    cfg: &Config,
+    allow_broken: bool,
+    progress: Option<RunProgress<'_>>,
+) -> Result<RunStats, String> {
     let o = sources(input)?;
+    let total = o.events;
     let cfg = &cfg.for_threads(o.sources.len());
     let d = design::for_trace(design_name, cfg, allow_broken, o.dialect)?;
     let mut sim = Simulator::new(cfg, d, o.pm, o.sources, o.labels, false).map_err(|e| e.to_string())?;
+    if let Some(p) = progress {
+        // Slices of 10 us of simulated time: far shorter than a report interval at any speed.
+        const SLICE_PS: u64 = 10_000_000;
+        let mut shown = std::time::Instant::now();
+        p(0, total);
+        let mut until = 0u64;
+        while sim.run_until(until).map_err(|e| e.to_string())? {
+            // Skip idle stretches (a long `compute`) in one step.
+            until = until.saturating_add(SLICE_PS).max(sim.next_time().unwrap_or(until));
+            if shown.elapsed() >= std::time::Duration::from_millis(100) {
+                shown = std::time::Instant::now();
+                p(sim.events_done(), total);
+            }
+        }
+    }
     sim.run().map_err(|e| e.to_string())?;
+    if let Some(p) = progress {
+        p(sim.events_done(), total.max(sim.events_done()));
+    }
     Ok(RunStats::collect(&sim))
 }
 
