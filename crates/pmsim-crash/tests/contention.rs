@@ -10,7 +10,8 @@
 //! - a *grammar-based random trace generator*: every event kind, 1–4 threads, over a handful of
 //!   PM and DRAM lines, with buffers of one entry or the defaults, one or two MCs, and the ASAP
 //!   artifact's switches (configs/asap-artifact.toml) on or off. CI runs a
-//!   fixed seed budget; `PMSIM_GEN_CASES=N` runs more and `PMSIM_GEN_SEED=S` starts elsewhere.
+//!   fixed seed budget; `PMSIM_GEN_CASES=N` runs more and `PMSIM_GEN_SEED=S` starts elsewhere;
+//!   `PMSIM_GEN_SET=k=v,...` runs every trace on a machine the draws never reach (e.g. 4 MCs).
 //!
 //! A failure prints the seed, the configuration overrides and the whole trace, so it replays with
 //! `pmsim crash --trace case.trace --design D --every --set ...`.
@@ -457,11 +458,26 @@ fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// Machine parameters every generated trace also runs with, on demand: `PMSIM_GEN_SET=k=v,k=v`
+/// (e.g. `mc.count=4,mc.interleave=256`: machines the drawn configurations never reach). They
+/// come after the drawn ones, so they win.
+fn gen_extra_sets() -> Vec<(&'static str, &'static str)> {
+    let Ok(v) = std::env::var("PMSIM_GEN_SET") else { return Vec::new() };
+    let v: &'static str = Box::leak(v.into_boxed_str());
+    v.split(',')
+        .filter(|kv| !kv.trim().is_empty())
+        .map(|kv| kv.split_once('=').map(|(k, v)| (k.trim(), v.trim())).expect("PMSIM_GEN_SET=k=v,k=v"))
+        .collect()
+}
+
 /// The generators' shape, by default `len` events and 1–4 threads; on demand
 /// `PMSIM_GEN_LEN=LO..HI` (events) and `PMSIM_GEN_THREADS=MAX` (≤ 64) draw others. Returns the
 /// range, the thread bound and the variables a replay must set to draw the same traces.
 fn gen_shape(len: std::ops::Range<u64>) -> (std::ops::Range<u64>, u64, String) {
     let mut replay = String::new();
+    if let Ok(v) = std::env::var("PMSIM_GEN_SET") {
+        replay.push_str(&format!("PMSIM_GEN_SET={v} "));
+    }
     let len = match std::env::var("PMSIM_GEN_LEN") {
         Ok(v) => {
             let (lo, hi) = v.split_once("..").expect("PMSIM_GEN_LEN=LO..HI");
@@ -535,6 +551,7 @@ fn random_traces(salt: u64, len: std::ops::Range<u64>, default_cases: u64, repla
         if clients > 0 && r2.below(2) == 0 {
             sets.push(("net.strategy", "bsp"));
         }
+        sets.extend(gen_extra_sets());
         let cfg = Cfg { sets };
         // Half the traces race plain stores freely: every design, whatever its model, must keep
         // racing stores to one word in the order they were performed (strong persist atomicity).
@@ -592,6 +609,7 @@ fn random_x86_traces(salt: u64, len: std::ops::Range<u64>, replay: &str) {
         if r2.below(4) == 0 {
             sets.push(("pm.model", "banked"));
         }
+        sets.extend(gen_extra_sets());
         let cfg = Cfg { sets };
         let t = Arc::new(random_trace(seed, threads, len, r.below(2) == 0, true, 0));
         if t.dialect() != pmsim_trace::Dialect::X86 {
