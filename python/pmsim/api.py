@@ -34,21 +34,19 @@ def run(
     (``threads=4, ops=2000``); they are told apart by name. ``progress=True`` shows a bar over
     the trace's events while it runs.
     """
+    inputs = _core_inputs(trace, workload, config, params)
+    with run_bar(disable=not progress) as bar:
+        out = _core.run(design, **inputs, allow_broken=allow_broken, progress=bar if progress else None)
+    return json.loads(out)
+
+
+def _core_inputs(trace: str | None, workload: str | None, config: str | None, params: dict) -> dict:
+    """The input and machine arguments of a core call: ``params`` split into machine overrides
+    and workload parameters (the latter refused for a trace)."""
     cfg, wl = _core.split_kwargs(_strs(params))
     if trace is not None and wl:
         raise _core.PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
-    with run_bar(disable=not progress) as bar:
-        out = _core.run(
-            design,
-            trace=trace,
-            workload=workload,
-            params=wl,
-            config=config,
-            overrides=cfg,
-            allow_broken=allow_broken,
-            progress=bar if progress else None,
-        )
-    return json.loads(out)
+    return {"trace": trace, "workload": workload, "params": wl, "config": config, "overrides": cfg}
 
 
 def flatten(stats: dict) -> dict:
@@ -173,17 +171,11 @@ def crash(
     """Crashes a run at the given instants and checks every crash image against the design's
     persistency model (and the workload's own recovery); returns the report as a dict.
     ``progress=True`` shows a bar over the run's simulated time while the images are checked."""
-    cfg, wl = _core.split_kwargs(_strs(params))
-    if trace is not None and wl:
-        raise _core.PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
+    inputs = _core_inputs(trace, workload, config, params)
     with crash_bar(disable=not progress) as bar:
         out = _core.crash(
             design,
-            trace=trace,
-            workload=workload,
-            params=wl,
-            config=config,
-            overrides=cfg,
+            **inputs,
             at=[parse_instant(x) for x in at] if at else None,
             random=random,
             seed=seed,

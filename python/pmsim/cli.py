@@ -48,29 +48,35 @@ def _kv(items: list[str] | None, what: str) -> dict[str, str]:
     return out
 
 
+def _core_inputs(a: argparse.Namespace, params: dict[str, str]) -> dict:
+    """The input and machine arguments of a core call from the shared options (--trace or
+    --workload with -p, --config, --set), the trace first checked complete."""
+    from pmsim import tracer
+
+    overrides = _kv(a.set, "--set")
+    tracer.check_complete(a.trace, a.allow_incomplete)
+    return {
+        "trace": a.trace,
+        "workload": a.workload,
+        "params": params,
+        "config": a.config,
+        "overrides": overrides,
+    }
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     params = _kv(a.param, "parameter")
-    overrides = _kv(a.set, "--set")
     if a.trace is not None and params:
         raise PmsimError(
             f"workload parameter(s) {', '.join(sorted(params))} do not apply to a trace run "
             "(machine parameters go in --set)"
         )
-    from pmsim import _core, tracer
+    from pmsim import _core
 
-    tracer.check_complete(a.trace, a.allow_incomplete)
+    inputs = _core_inputs(a, params)
     # The bar shows on a terminal only (None), never with -q.
     with api.run_bar(True if a.quiet else None) as bar:
-        out = _core.run(
-            a.design,
-            trace=a.trace,
-            workload=a.workload,
-            params=params,
-            config=a.config,
-            overrides=overrides,
-            allow_broken=a.allow_broken_designs,
-            progress=bar,
-        )
+        out = _core.run(a.design, **inputs, allow_broken=a.allow_broken_designs, progress=bar)
     stats = json.loads(out)
     if a.output:
         write_atomic(a.output, out + "\n")
@@ -368,19 +374,13 @@ def cmd_crash(a: argparse.Namespace) -> int:
     params = _kv(a.param, "parameter")
     if a.trace and params:
         raise PmsimError(f"-p {', '.join(sorted(params))}: workload parameters do not apply to --trace")
-    from pmsim import tracer
-
-    tracer.check_complete(a.trace, a.allow_incomplete)
+    inputs = _core_inputs(a, params)
     at = [api.parse_instant(x) for x in a.at] if a.at else None
     # The bar shows on a terminal only (None), never with -q.
     with api.crash_bar(True if a.quiet else None) as bar:
         out = _core.crash(
             a.design,
-            trace=a.trace,
-            workload=a.workload,
-            params=params,
-            config=a.config,
-            overrides=_kv(a.set, "--set"),
+            **inputs,
             at=at,
             random=a.random,
             seed=a.seed,

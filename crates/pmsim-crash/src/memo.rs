@@ -137,6 +137,8 @@ struct Cache {
     /// The copy-on-write layer the last piece was asked under, and that layer's version.
     layer: FxHashMap<u64, WordVal>,
     layer_version: u64,
+    /// Reused buffer for the current layer while it is compared with `layer`.
+    layer_now: FxHashMap<u64, WordVal>,
 }
 
 impl Cache {
@@ -157,9 +159,7 @@ impl Cache {
         e.valid = ok;
         ok
     }
-}
 
-impl Cache {
     /// Marks the readers of every word whose view through `img`'s copy-on-write layer differs
     /// from the layer the last piece was asked under (see the module doc).
     fn sync_layer(&mut self, img: &MemImage) {
@@ -167,7 +167,8 @@ impl Cache {
             return;
         }
         self.layer_version = img.cow_version();
-        let mut now: FxHashMap<u64, WordVal> = FxHashMap::default();
+        let mut now = std::mem::take(&mut self.layer_now);
+        now.clear();
         img.cow_for_each(|w, v| {
             now.insert(w, v);
         });
@@ -189,7 +190,8 @@ impl Cache {
                 mark(w);
             }
         }
-        *layer = now;
+        // The old layer's map becomes the next buffer.
+        self.layer_now = std::mem::replace(layer, now);
         if marked {
             // Validity decided earlier in this verdict may be stale now.
             self.verdict += 1;
