@@ -665,3 +665,165 @@ def test_annotations_mark_operations_and_state_barriers(built, tmp_path):
     r = pmsim_cli("trace", "record", "-o", tmp_path / "bad.bin", "--", tmp_path / "ann", "1", "1", "misuse")
     assert r.returncode == 2 and r.stdout == ""
     assert 'pmsim_end("update") without a pmsim_begin("update")' in r.stderr
+
+
+def _pm_accesses(trace: Path, kinds: tuple[str, ...]) -> list[int]:
+    """Addresses of the trace's events of these kinds that fall in its (default) PM range."""
+    out = []
+    for f in (ln.split() for ln in trace.read_text().splitlines()):
+        if len(f) >= 3 and f[1] in kinds:
+            a = int(f[2], 16)
+            if _in_pm(a):
+                out.append(a)
+    return out
+
+
+def _in_pm(addr: int) -> bool:
+    """In the default PM range of a trace (the one `pmsim trace record` writes)."""
+    return 0x1_0000_0000 <= addr < 0x1_0000_0000 + (16 << 30)
+
+
+# remap FILE: a file mapped twice at once, unmapped, its address reused by anonymous memory, and
+# mapped again. 9 PM stores (8 lines of page 0, one word of page 1), each line flushed; page 1
+# read through a second mapping of that page alone; the 8 words read through a third mapping.
+REMAP = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#define RW (PROT_READ | PROT_WRITE)
+int main(int argc, char **argv) {
+  int fd = open(argv[1], O_RDWR | O_CREAT, 0644);
+  if (fd < 0 || ftruncate(fd, 8192)) return 1;
+  volatile uint64_t *a = mmap(NULL, 8192, RW, MAP_SHARED, fd, 0);
+  if (a == MAP_FAILED) return 1;
+  for (int i = 0; i < 8; i++) {
+    a[i * 8] = i + 1;
+    asm volatile("clwb %0" : "+m"(a[i * 8]));
+  }
+  a[512] = 99;
+  asm volatile("clwb %0" : "+m"(a[512]));
+  asm volatile("sfence" ::: "memory");
+  volatile uint64_t *b = mmap(NULL, 4096, RW, MAP_SHARED, fd, 4096);
+  uint64_t s = b[0];
+  munmap((void *)b, 4096);
+  munmap((void *)a, 8192);
+  volatile uint64_t *v = mmap((void *)a, 8192, RW, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  v[0] = 7;
+  volatile uint64_t *c = mmap(NULL, 8192, RW, MAP_SHARED, fd, 0);
+  for (int i = 0; i < 8; i++) s += c[i * 8];
+  printf("%lu\n", (unsigned long)(s + v[0]));
+  return 0;
+}
+"""
+
+
+def test_a_file_mapped_again_is_the_same_pm_in_the_trace(built, tmp_path):
+    src = tmp_path / "remap.c"
+    src.write_text(REMAP)
+    pmsim_cli("trace", "cc", "-O1", "-o", tmp_path / "remap", src, check=True)
+    dax = tmp_path / "dax"
+    dax.mkdir()
+    out = tmp_path / "remap.trace"
+    r = pmsim_cli("trace", "record", "--pm", f"dax:{dax}", "--volatile", "keep", "-o", out, "--",
+                  tmp_path / "remap", dax / "f")  # fmt: skip
+    assert r.returncode == 0 and r.stdout == f"{36 + 99 + 7}\n", r.stderr
+    stores = _pm_accesses(out, ("store",))
+    # The anonymous memory now where the file was mapped is not PM.
+    assert len(stores) == 9 and len(set(stores)) == 9
+    assert len(_pm_accesses(out, ("clwb",))) == 9
+    # Every word read back through another mapping of the file is the word written before.
+    loads = _pm_accesses(out, ("load",))
+    assert len(loads) == 9 and set(loads) == set(stores)
+
+
+# A libpmemobj program (PMDK, unmodified): a pool created, N transactional inserts of a node
+# into a list under the root, the pool closed, opened again and the list walked as one operation.
+POOL = r"""
+#include <libpmemobj.h>
+#include <pmsim.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+POBJ_LAYOUT_BEGIN(list);
+POBJ_LAYOUT_ROOT(list, struct root);
+POBJ_LAYOUT_TOID(list, struct node);
+POBJ_LAYOUT_END(list);
+struct node { uint64_t key; TOID(struct node) next; };
+struct root { uint64_t count, sum; TOID(struct node) head; };
+int main(int argc, char **argv) {
+  int n = atoi(argv[2]);
+  unlink(argv[1]);
+  PMEMobjpool *pop = pmemobj_create(argv[1], POBJ_LAYOUT_NAME(list), PMEMOBJ_MIN_POOL, 0644);
+  if (!pop) return 1;
+  TOID(struct root) root = POBJ_ROOT(pop, struct root);
+  for (int i = 1; i <= n; i++) {
+    TX_BEGIN(pop) {
+      TX_ADD(root);
+      TOID(struct node) nd = TX_NEW(struct node);
+      D_RW(nd)->key = (uint64_t)i;
+      D_RW(nd)->next = D_RO(root)->head;
+      D_RW(root)->head = nd;
+      D_RW(root)->count++;
+      D_RW(root)->sum += (uint64_t)i;
+    } TX_END
+  }
+  pmemobj_close(pop);
+  void *elsewhere = malloc(1 << 24); /* the pool is unlikely to come back at the same address */
+  pop = pmemobj_open(argv[1], POBJ_LAYOUT_NAME(list));
+  if (!pop) return 1;
+  root = POBJ_ROOT(pop, struct root);
+  pmsim_begin("walk");
+  uint64_t s = 0, c = 0;
+  for (TOID(struct node) p = D_RO(root)->head; !TOID_IS_NULL(p); p = D_RO(p)->next) {
+    s += D_RO(p)->key;
+    c++;
+  }
+  pmsim_end("walk");
+  printf("%lu %lu %lu\n", (unsigned long)c, (unsigned long)s, (unsigned long)D_RO(root)->sum);
+  pmemobj_close(pop);
+  free(elsewhere);
+  return 0;
+}
+"""
+
+
+def test_libpmemobj_pool_is_pm_from_its_creation_to_its_reopening(built, tmp_path):
+    n = 12
+    src = tmp_path / "pool.c"
+    src.write_text(POOL)
+    pmsim_cli("trace", "cc", "-O2", "-o", tmp_path / "pool", src, "-lpmemobj", check=True)
+    include = REPO / "python" / "pmsim" / "tracer_src" / "include"
+    native = tmp_path / "pool_native"
+    subprocess.run(["gcc", "-O2", f"-I{include}", "-o", native, src, "-lpmemobj"], check=True)
+    expect = f"{n} {n * (n + 1) // 2} {n * (n + 1) // 2}\n"
+    assert (
+        subprocess.run([native, tmp_path / "n.pool", str(n)], capture_output=True, text=True).stdout == expect
+    )
+    out = tmp_path / "pool.trace"
+    r = pmsim_cli("trace", "record", "--pm", "pmdk", "--volatile", "keep", "-o", out, "--",
+                  tmp_path / "pool", tmp_path / "t.pool", str(n))  # fmt: skip
+    assert r.returncode == 0 and r.stdout == expect, r.stderr
+    # libpmemobj flushes only pool memory, its creation included (it writes and flushes the pool
+    # before pmemobj_create returns): every flush of the trace is one of PM.
+    lines = [ln.split() for ln in out.read_text().splitlines()]
+    flushes = [f for f in lines if len(f) > 2 and f[1] == "clwb"]
+    assert len(flushes) > 1000 and len(_pm_accesses(out, ("clwb",))) == len(flushes)
+    # The walk after the reopening reads what the transactions wrote before the close.
+    begin = next(i for i, f in enumerate(lines) if f[1:3] == ["begin", "walk"])
+    end = next(i for i, f in enumerate(lines) if f[1:3] == ["end", "walk"])
+    walk = [a for a in (int(f[2], 16) for f in lines[begin:end] if f[1] == "load") if _in_pm(a)]
+    written = set()
+    for f in lines[:begin]:
+        if f[1] in ("store", "ntstore", "rmw"):
+            a, size = int(f[2], 16), int(f[3])
+            written.update(range(a, a + size))
+    # (the list's 3 words per node, the root's head and sum: PM loads; the pool's runtime state,
+    # not PM, is left out)
+    assert len(walk) >= 3 * n and all(a in written for a in walk), walk
+    for design in ("baseline", "asap-rp"):
+        r = pmsim_cli("crash", "--trace", out, "--design", design, "--every", "-q")
+        assert r.returncode == 0 and "OK" in r.stdout, (design, r.stdout + r.stderr)

@@ -73,11 +73,18 @@ static char g_labels[MAX_LABELS][MAX_LABEL_BYTES + 1];
 static atomic_uint g_nlabels;
 static atomic_flag g_label_lock = ATOMIC_FLAG_INIT;
 
-struct range { uint64_t base, size, trace_base; };
+/* A live PM mapping; size 0 marks a slot whose mapping was unmapped (reused by the next one). */
+struct range { uint64_t base; _Atomic uint64_t size; uint64_t trace_base; };
 static struct range g_ranges[MAX_RANGES];
 static atomic_int g_nranges;
 static uint64_t g_next_trace_off; /* under g_range_lock */
 static atomic_flag g_range_lock = ATOMIC_FLAG_INIT;
+/* A file mapped as PM has one place in the trace, its byte at offset o at trace_base + o,
+ * however often and wherever the program maps it (a pool reopened, a header mapped beside the
+ * whole pool), so a word written through one mapping is the same word read through another. */
+struct pm_file { uint64_t dev, ino, trace_base, size; };
+static struct pm_file g_files[MAX_RANGES];
+static int g_nfiles; /* under g_range_lock */
 
 struct tbuf {
   uint32_t tid;
@@ -90,6 +97,9 @@ struct tbuf {
 static struct tbuf *g_bufs[MAX_THREADS];
 static __thread struct tbuf *t_buf;
 static __thread int t_in_hook; /* inside a wrapper that emits its own events */
+/* Inside pmemobj_create/open or pmem_map_file (--pm pmdk): the file mappings the library makes
+ * are the pool, registered as PM when mapped, so the pool's initialisation is traced as PM. */
+static __thread int t_mapping_pool;
 static int g_count_compute;     /* --compute count: emit the counted instructions */
 /* Non-memory instructions the thread executed since its last event; the pass adds each basic
  * block's count on entry (PmTracePass.cpp). Initial-exec: the runtime is linked into the
@@ -130,29 +140,101 @@ static void write_all(const void *p, size_t n) {
 
 /* ---------- address translation ---------- */
 
+/* Trace space for `size` bytes; under g_range_lock. */
+static uint64_t reserve_trace(uint64_t size) {
+  uint64_t tb = PM_WINDOW + g_next_trace_off;
+  if (size > PM_WINDOW_SIZE || tb + size > PM_WINDOW + PM_WINDOW_SIZE) {
+    spin_unlock(&g_range_lock);
+    die("persistent memory regions exceed the trace's 16 GiB PM range");
+  }
+  g_next_trace_off += (size + 4095) & ~4095ULL;
+  return tb;
+}
+
+/* Registers [base, base+size) at trace address tb; under g_range_lock, which it releases. */
+static void put_range(uint64_t base, uint64_t size, uint64_t tb) {
+  int n = atomic_load(&g_nranges), slot = n;
+  for (int i = 0; i < n; i++)
+    if (atomic_load(&g_ranges[i].size) == 0) {
+      slot = i;
+      break;
+    }
+  if (slot >= MAX_RANGES) {
+    spin_unlock(&g_range_lock);
+    die("more than 256 persistent memory regions mapped at once");
+  }
+  g_ranges[slot].base = base;
+  g_ranges[slot].trace_base = tb;
+  atomic_store_explicit(&g_ranges[slot].size, size, memory_order_release);
+  if (slot == n)
+    atomic_store_explicit(&g_nranges, n + 1, memory_order_release);
+  spin_unlock(&g_range_lock);
+}
+
+/* Already registered: a range at base covering size bytes. Under g_range_lock. */
+static int have_range(uint64_t base, uint64_t size) {
+  int n = atomic_load(&g_nranges);
+  for (int i = 0; i < n; i++)
+    if (g_ranges[i].base == base && atomic_load(&g_ranges[i].size) >= size)
+      return 1;
+  return 0;
+}
+
 static void add_range(uint64_t base, uint64_t size, int identity) {
   if (!size)
     return;
   spin_lock(&g_range_lock);
-  int n = atomic_load(&g_nranges);
-  for (int i = 0; i < n; i++)
-    if (g_ranges[i].base == base && g_ranges[i].size >= size) {
-      spin_unlock(&g_range_lock);
-      return;
-    }
-  uint64_t tb;
-  if (identity) {
-    tb = base;
-  } else {
-    tb = PM_WINDOW + g_next_trace_off;
-    g_next_trace_off += (size + 4095) & ~4095ULL;
-  }
-  if (n >= MAX_RANGES || tb + size > PM_WINDOW + PM_WINDOW_SIZE) {
+  if (have_range(base, size)) {
     spin_unlock(&g_range_lock);
-    die("persistent memory regions exceed the trace's 16 GiB PM range");
+    return;
   }
-  g_ranges[n] = (struct range){base, size, tb};
-  atomic_store_explicit(&g_nranges, n + 1, memory_order_release);
+  put_range(base, size, identity ? base : reserve_trace(size));
+}
+
+/* A mapping of `len` bytes of the file open as fd, from file offset off, at base. */
+static void add_file_range(uint64_t base, uint64_t len, int fd, uint64_t off) {
+  struct stat st;
+  if (!len || fstat(fd, &st) != 0) {
+    add_range(base, len, 0);
+    return;
+  }
+  spin_lock(&g_range_lock);
+  if (have_range(base, len)) {
+    spin_unlock(&g_range_lock);
+    return;
+  }
+  struct pm_file *f = NULL;
+  for (int i = 0; i < g_nfiles; i++)
+    if (g_files[i].dev == (uint64_t)st.st_dev && g_files[i].ino == (uint64_t)st.st_ino)
+      f = &g_files[i];
+  uint64_t need = off + len, fsize = (uint64_t)st.st_size;
+  if (!f || need > f->size) {
+    /* First mapping of the file, or past the space it has (the file grew): the file (again) gets
+     * space for all of it; mappings made before keep theirs. */
+    if (!f) {
+      if (g_nfiles >= MAX_RANGES) {
+        spin_unlock(&g_range_lock);
+        die("more than 256 persistent memory files mapped");
+      }
+      f = &g_files[g_nfiles++];
+      f->dev = (uint64_t)st.st_dev;
+      f->ino = (uint64_t)st.st_ino;
+    }
+    f->size = need > fsize ? need : fsize;
+    f->trace_base = reserve_trace(f->size);
+  }
+  put_range(base, len, f->trace_base + off);
+}
+
+/* The program unmapped [addr, addr+len): PM mappings wholly inside it are gone. */
+static void drop_ranges(uint64_t addr, uint64_t len) {
+  spin_lock(&g_range_lock);
+  int n = atomic_load(&g_nranges);
+  for (int i = 0; i < n; i++) {
+    uint64_t sz = atomic_load(&g_ranges[i].size);
+    if (sz && g_ranges[i].base >= addr && g_ranges[i].base + sz <= addr + len)
+      atomic_store_explicit(&g_ranges[i].size, 0, memory_order_release);
+  }
   spin_unlock(&g_range_lock);
 }
 
@@ -161,7 +243,7 @@ static inline uint64_t translate(uint64_t a, int *pm) {
   int n = atomic_load_explicit(&g_nranges, memory_order_acquire);
   for (int i = 0; i < n; i++) {
     const struct range *r = &g_ranges[i];
-    if (a - r->base < r->size) {
+    if (a - r->base < atomic_load_explicit(&r->size, memory_order_acquire)) {
       *pm = 1;
       return a - r->base + r->trace_base;
     }
@@ -749,17 +831,33 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
   void *r = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
   if (r == MAP_FAILED) /* syscall() has set errno */
     return MAP_FAILED;
-  if (g_on && g_mode == PM_DAX && fd >= 0) {
-    char link[64], path[4096];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, path, sizeof path - 1);
-    size_t dl = strlen(g_dax_dir);
-    if (n > 0) {
-      path[n] = 0;
-      if (!strncmp(path, g_dax_dir, dl) && (path[dl] == '/' || path[dl] == 0))
-        add_range((uint64_t)r, len, 0);
+  if (g_on && fd >= 0) {
+    /* MAP_FIXED over a PM mapping replaces it. */
+    if (flags & MAP_FIXED)
+      drop_ranges((uint64_t)r, len);
+    int pm = 0;
+    if (g_mode == PM_DAX) {
+      char link[64], path[4096];
+      snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+      ssize_t n = readlink(link, path, sizeof path - 1);
+      size_t dl = strlen(g_dax_dir);
+      if (n > 0) {
+        path[n] = 0;
+        pm = !strncmp(path, g_dax_dir, dl) && (path[dl] == '/' || path[dl] == 0);
+      }
+    } else if (g_mode == PM_PMDK) {
+      /* A pool's (or a poolset's parts') shared file mappings; private ones are copies. */
+      pm = t_mapping_pool && (flags & MAP_SHARED);
     }
+    if (pm)
+      add_file_range((uint64_t)r, len, fd, (uint64_t)off);
   }
+  return r;
+}
+int munmap(void *addr, size_t len) {
+  int r = (int)syscall(SYS_munmap, addr, len);
+  if (r == 0 && g_on && g_mode != PM_HEAP && g_mode != PM_RANGE)
+    drop_ranges((uint64_t)addr, len);
   return r;
 }
 void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) __attribute__((alias("mmap")));
@@ -852,6 +950,12 @@ int pthread_join(pthread_t t, void **ret) {
   return r;
 }
 
+static int is_pm_addr(uint64_t a) {
+  int pm;
+  translate(a, &pm);
+  return pm;
+}
+
 /* ---------- libpmem / libpmemobj (--pm pmdk) ----------
  * libpmem is not instrumented, so each call is described by its effect: stores of the bytes it
  * wrote (read back after the call), clwb of each line, and an sfence where it drains. Calls
@@ -874,10 +978,12 @@ static void flush_range(const void *addr, size_t len) {
 void *pmem_map_file(const char *path, size_t len, int flags, mode_t mode, size_t *mapped, int *is_pmem) {
   PMEM_REAL(void *, pmem_map_file, const char *, size_t, int, mode_t, size_t *, int *);
   size_t m = 0;
+  t_mapping_pool++;
   void *r = real_pmem_map_file(path, len, flags, mode, &m, is_pmem);
+  t_mapping_pool--;
   if (mapped)
     *mapped = m;
-  if (r && g_on && g_mode == PM_PMDK)
+  if (r && g_on && g_mode == PM_PMDK && !is_pm_addr((uint64_t)r))
     add_range((uint64_t)r, m, 0);
   return r;
 }
@@ -1022,18 +1128,22 @@ void *pmem_memset(void *d, int c, size_t n, unsigned flags) {
 typedef struct pmemobjpool PMEMobjpool;
 static void register_pool(void *pop, const char *path) {
   struct stat st;
-  if (pop && g_on && g_mode == PM_PMDK && path && stat(path, &st) == 0)
+  if (pop && g_on && g_mode == PM_PMDK && !is_pm_addr((uint64_t)pop) && path && stat(path, &st) == 0)
     add_range((uint64_t)pop, (uint64_t)st.st_size, 0);
 }
 PMEMobjpool *pmemobj_create(const char *path, const char *layout, size_t size, mode_t mode) {
   PMEM_REAL(PMEMobjpool *, pmemobj_create, const char *, const char *, size_t, mode_t);
+  t_mapping_pool++;
   PMEMobjpool *p = real_pmemobj_create(path, layout, size, mode);
+  t_mapping_pool--;
   register_pool(p, path);
   return p;
 }
 PMEMobjpool *pmemobj_open(const char *path, const char *layout) {
   PMEM_REAL(PMEMobjpool *, pmemobj_open, const char *, const char *);
+  t_mapping_pool++;
   PMEMobjpool *p = real_pmemobj_open(path, layout);
+  t_mapping_pool--;
   register_pool(p, path);
   return p;
 }
