@@ -1,16 +1,16 @@
 #!/bin/sh
 # Installs what the pmsim tracer (tools/tracer, `pmsim trace cc`) needs on Debian/Ubuntu:
-# clang, llvm-dev (the pass plugin API), libpmem-dev / libpmemobj-dev (the PMDK example and
+# clang, llvm-dev (the pass plugin API), libpmem-dev / libpmem2-dev / libpmemobj-dev (PMDK programs and
 # `--pm pmdk`) and make (the examples). Idempotent: installs only what is missing; says clearly when it cannot.
 set -eu
 
 missing=""
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in clang llvm-dev libpmem-dev libpmemobj-dev make; do
+for p in clang llvm-dev libpmem-dev libpmem2-dev libpmemobj-dev make; do
     have_pkg "$p" || missing="$missing $p"
 done
 if [ -z "$missing" ]; then
-    echo "setup-tracer: clang, llvm-dev, libpmem-dev, libpmemobj-dev, make already installed"
+    echo "setup-tracer: clang, llvm-dev, libpmem-dev, libpmem2-dev, libpmemobj-dev, make already installed"
     exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then

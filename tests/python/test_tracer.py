@@ -3,8 +3,8 @@ the counts against what the programs execute (derived here from their loop struc
 the tracer), compare traced and native output, simulate under every design, crash-check under the
 x86 model, and the bad-input paths.
 
-These tests need clang and llvm-dev (and libpmem-dev). They fail, never skip, when those are
-missing: run scripts/setup-tracer.sh.
+These tests need clang and llvm-dev (and PMDK's libpmem, libpmem2, libpmemobj headers). They
+fail, never skip, when those are missing: run scripts/setup-tracer.sh.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ EXAMPLES = REPO / "examples"
 
 def _require_toolchain() -> None:
     missing = [t for t in ("clang", "llvm-config", "gcc", "make") if not shutil.which(t)]
-    if missing or not Path("/usr/include/libpmem.h").is_file():
+    headers = {"libpmem-dev": "libpmem.h", "libpmem2-dev": "libpmem2.h", "libpmemobj-dev": "libpmemobj.h"}
+    missing += [pkg for pkg, h in headers.items() if not (Path("/usr/include") / h).is_file()]
+    if missing:
         pytest.fail(
-            f"the tracer tests need clang, llvm-dev and libpmem-dev (missing: {missing or ['libpmem-dev']}): "
-            "run scripts/setup-tracer.sh",
+            f"the tracer tests need clang, llvm-dev, libpmem-dev, libpmem2-dev and libpmemobj-dev "
+            f"(missing: {missing}): run scripts/setup-tracer.sh",
             pytrace=False,
         )
 
@@ -824,6 +826,81 @@ def test_libpmemobj_pool_is_pm_from_its_creation_to_its_reopening(built, tmp_pat
     # (the list's 3 words per node, the root's head and sum: PM loads; the pool's runtime state,
     # not PM, is left out)
     assert len(walk) >= 3 * n and all(a in written for a in walk), walk
+    for design in ("baseline", "asap-rp"):
+        r = pmsim_cli("crash", "--trace", out, "--design", design, "--every", "-q")
+        assert r.returncode == 0 and "OK" in r.stdout, (design, r.stdout + r.stderr)
+
+
+# A libpmem2 program (PMDK, unmodified): per round a persisted entry, a copy without flush later
+# flushed, a set without drain then drained, a non-temporal copy; then a persisted count.
+PMEM2 = r"""
+#include <fcntl.h>
+#include <libpmem2.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+  int fd = open(argv[1], O_RDWR), n = atoi(argv[2]);
+  struct pmem2_config *cfg;
+  struct pmem2_source *src;
+  struct pmem2_map *map;
+  if (fd < 0 || pmem2_config_new(&cfg) || pmem2_source_from_fd(&src, fd) ||
+      pmem2_config_set_required_store_granularity(cfg, PMEM2_GRANULARITY_PAGE) ||
+      pmem2_map_new(&map, cfg, src)) {
+    pmem2_perror("pmem2");
+    return 1;
+  }
+  volatile uint64_t *base = pmem2_map_get_address(map);
+  pmem2_persist_fn persist = pmem2_get_persist_fn(map);
+  pmem2_flush_fn flush = pmem2_get_flush_fn(map);
+  pmem2_drain_fn drain = pmem2_get_drain_fn(map);
+  pmem2_memcpy_fn copy = pmem2_get_memcpy_fn(map);
+  pmem2_memset_fn set = pmem2_get_memset_fn(map);
+  static char buf[64] = "persistent";
+  for (int i = 0; i < n; i++) {
+    volatile uint64_t *e = base + 8 * (1 + i);
+    e[0] = (uint64_t)i;
+    e[1] = (uint64_t)i * i;
+    persist((const void *)e, 16);
+    copy((void *)(e + 2), buf, 16, PMEM2_F_MEM_NOFLUSH);
+    flush((const void *)(e + 2), 16);
+    set((void *)(e + 4), 0xab, 32, PMEM2_F_MEM_NODRAIN);
+    drain();
+    copy((void *)(base + 8 * (1 + n + i)), buf, 64, PMEM2_F_MEM_NONTEMPORAL);
+  }
+  base[0] = (uint64_t)n;
+  persist((const void *)base, 8);
+  printf("%lu %lu\n", (unsigned long)base[0], (unsigned long)base[8 * n + 1]);
+  pmem2_map_delete(&map);
+  return 0;
+}
+"""
+
+
+def test_libpmem2_persist_functions_are_traced_with_their_flags(built, tmp_path):
+    n = 9
+    src = tmp_path / "pm2.c"
+    src.write_text(PMEM2)
+    pmsim_cli("trace", "cc", "-O2", "-o", tmp_path / "pm2", src, "-lpmem2", check=True)
+    subprocess.run(["gcc", "-O2", "-o", tmp_path / "pm2_native", src, "-lpmem2"], check=True)
+    expect = f"{n} {(n - 1) ** 2}\n"
+    for f in ("a", "b"):
+        with open(tmp_path / f, "wb") as fh:
+            fh.truncate(1 << 20)
+    native = subprocess.run([tmp_path / "pm2_native", tmp_path / "a", str(n)], capture_output=True, text=True)
+    assert native.stdout == expect, native.stderr
+    out = tmp_path / "pm2.bin"
+    r = pmsim_cli(
+        "trace", "record", "--pm", "pmdk", "-o", out, "--", tmp_path / "pm2", tmp_path / "b", str(n)
+    )
+    assert r.returncode == 0 and r.stdout == expect, r.stderr
+    s = _stats(out)
+    k = s["events_by_kind"]
+    # Per round: 2 stores + persist (clwb, sfence); copy NOFLUSH (store, nothing else); flush
+    # (clwb); set NODRAIN (store, clwb); drain (sfence); copy NONTEMPORAL (ntstore, sfence).
+    # Then 1 store + persist.
+    assert (k["store"], k["ntstore"], k["clwb"], k["sfence"]) == (4 * n + 1, n, 3 * n + 1, 3 * n + 1), k
+    assert s["pm_stores"] == 5 * n + 1
     for design in ("baseline", "asap-rp"):
         r = pmsim_cli("crash", "--trace", out, "--design", design, "--every", "-q")
         assert r.returncode == 0 and "OK" in r.stdout, (design, r.stdout + r.stderr)

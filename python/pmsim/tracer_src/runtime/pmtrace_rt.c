@@ -973,7 +973,7 @@ static void flush_range(const void *addr, size_t len) {
   if (!real_##name) \
     real_##name = (ret(*)(__VA_ARGS__))dlsym(RTLD_NEXT, #name); \
   if (!real_##name) \
-    die("libpmem function " #name " not found (link with -lpmem)");
+    die("PMDK function " #name " not found (link with its library: -lpmem, -lpmem2 or -lpmemobj)");
 
 void *pmem_map_file(const char *path, size_t len, int flags, mode_t mode, size_t *mapped, int *is_pmem) {
   PMEM_REAL(void *, pmem_map_file, const char *, size_t, int, mode_t, size_t *, int *);
@@ -1031,14 +1031,26 @@ int pmem_msync(const void *addr, size_t len) {
   return r;
 }
 
-/* A libpmem copy/set: its stores, their flushes, and a drain unless told not to. */
-static void pmem_effect(void *dst, const void *src, size_t len, int drain) {
+/* libpmem's and libpmem2's flags of a copy/set (the same bits in both). */
+#define PMEM_F_MEM_NODRAIN_ (1U << 0)
+#define PMEM_F_MEM_NONTEMPORAL_ (1U << 1)
+#define PMEM_F_MEM_NOFLUSH_ (1U << 5)
+
+/* A libpmem copy/set: its stores (non-temporal when asked for, which need no flush), their
+ * flushes unless told not to, and a drain unless told not to (pmem_memmove(3): no flush means
+ * no drain either). */
+static void pmem_effect_flags(void *dst, const void *src, size_t len, unsigned flags) {
   if (src)
     mem_access(K_LOAD, src, len, 0);
-  mem_access(K_STORE, dst, len, 1);
-  flush_range(dst, len);
-  if (drain)
+  int nt = (flags & PMEM_F_MEM_NONTEMPORAL_) != 0;
+  mem_access(nt ? K_NTSTORE : K_STORE, dst, len, 1);
+  if (!nt && !(flags & PMEM_F_MEM_NOFLUSH_))
+    flush_range(dst, len);
+  if (!(flags & (PMEM_F_MEM_NODRAIN_ | PMEM_F_MEM_NOFLUSH_))) /* NOFLUSH implies NODRAIN */
     fence_ev(K_SFENCE);
+}
+static void pmem_effect(void *dst, const void *src, size_t len, int drain) {
+  pmem_effect_flags(dst, src, len, drain ? 0 : PMEM_F_MEM_NODRAIN_);
 }
 
 void *pmem_memcpy_persist(void *d, const void *s, size_t n) {
@@ -1095,13 +1107,12 @@ void *pmem_memset_nodrain(void *d, int c, size_t n) {
   PMEM_WRAP_END
   return r;
 }
-#define PMEM_F_MEM_NODRAIN_ (1U << 0)
 void *pmem_memcpy(void *d, const void *s, size_t n, unsigned flags) {
   PMEM_REAL(void *, pmem_memcpy, void *, const void *, size_t, unsigned);
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memcpy(d, s, n, flags);
   if (outer)
-    pmem_effect(d, s, n, !(flags & PMEM_F_MEM_NODRAIN_));
+    pmem_effect_flags(d, s, n, flags);
   PMEM_WRAP_END
   return r;
 }
@@ -1110,7 +1121,7 @@ void *pmem_memmove(void *d, const void *s, size_t n, unsigned flags) {
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memmove(d, s, n, flags);
   if (outer)
-    pmem_effect(d, NULL, n, !(flags & PMEM_F_MEM_NODRAIN_));
+    pmem_effect_flags(d, NULL, n, flags);
   PMEM_WRAP_END
   return r;
 }
@@ -1119,7 +1130,7 @@ void *pmem_memset(void *d, int c, size_t n, unsigned flags) {
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memset(d, c, n, flags);
   if (outer)
-    pmem_effect(d, NULL, n, !(flags & PMEM_F_MEM_NODRAIN_));
+    pmem_effect_flags(d, NULL, n, flags);
   PMEM_WRAP_END
   return r;
 }
@@ -1172,4 +1183,148 @@ void pmemobj_drain(PMEMobjpool *pop) {
   if (outer)
     fence_ev(K_SFENCE);
   PMEM_WRAP_END
+}
+
+/* libpmem2: a map made by pmem2_map_new is PM from its mmap on (as a pool above). The program
+ * persists through function pointers it gets from the map (pmem2_get_persist_fn, ...); each
+ * getter returns a wrapper that describes the call's effect and calls the map's own function,
+ * found by the address it is given (maps of different granularity have different ones). */
+struct pmem2_map;
+struct pmem2_config;
+struct pmem2_source;
+typedef void (*pm2_persist_t)(const void *, size_t);
+typedef void (*pm2_drain_t)(void);
+typedef void *(*pm2_copy_t)(void *, const void *, size_t, unsigned);
+typedef void *(*pm2_set_t)(void *, int, size_t, unsigned);
+#define MAX_PM2_MAPS 64
+struct pm2_fns {
+  uint64_t base, size;
+  pm2_persist_t persist, flush;
+  pm2_drain_t drain;
+  pm2_copy_t memcpy_, memmove_;
+  pm2_set_t memset_;
+};
+static struct pm2_fns g_pm2[MAX_PM2_MAPS];
+static int g_npm2;
+static atomic_flag g_pm2_lock = ATOMIC_FLAG_INIT;
+
+int pmem2_map_new(struct pmem2_map **map, const struct pmem2_config *cfg, const struct pmem2_source *src) {
+  PMEM_REAL(int, pmem2_map_new, struct pmem2_map **, const struct pmem2_config *, const struct pmem2_source *);
+  t_mapping_pool++;
+  int r = real_pmem2_map_new(map, cfg, src);
+  t_mapping_pool--;
+  return r;
+}
+
+/* The map's functions, registered when the program first asks for one of them. */
+static struct pm2_fns *pm2_of_map(struct pmem2_map *map) {
+  PMEM_REAL(void *, pmem2_map_get_address, struct pmem2_map *);
+  PMEM_REAL(size_t, pmem2_map_get_size, struct pmem2_map *);
+  PMEM_REAL(pm2_persist_t, pmem2_get_persist_fn, struct pmem2_map *);
+  PMEM_REAL(pm2_persist_t, pmem2_get_flush_fn, struct pmem2_map *);
+  PMEM_REAL(pm2_drain_t, pmem2_get_drain_fn, struct pmem2_map *);
+  PMEM_REAL(pm2_copy_t, pmem2_get_memcpy_fn, struct pmem2_map *);
+  PMEM_REAL(pm2_copy_t, pmem2_get_memmove_fn, struct pmem2_map *);
+  PMEM_REAL(pm2_set_t, pmem2_get_memset_fn, struct pmem2_map *);
+  uint64_t base = (uint64_t)real_pmem2_map_get_address(map), size = real_pmem2_map_get_size(map);
+  spin_lock(&g_pm2_lock);
+  struct pm2_fns *f = NULL;
+  for (int i = 0; i < g_npm2; i++)
+    if (g_pm2[i].base == base)
+      f = &g_pm2[i];
+  if (!f) {
+    if (g_npm2 >= MAX_PM2_MAPS) {
+      spin_unlock(&g_pm2_lock);
+      die("more than 64 libpmem2 maps");
+    }
+    f = &g_pm2[g_npm2++];
+  }
+  *f = (struct pm2_fns){base,
+                        size,
+                        real_pmem2_get_persist_fn(map),
+                        real_pmem2_get_flush_fn(map),
+                        real_pmem2_get_drain_fn(map),
+                        real_pmem2_get_memcpy_fn(map),
+                        real_pmem2_get_memmove_fn(map),
+                        real_pmem2_get_memset_fn(map)};
+  spin_unlock(&g_pm2_lock);
+  return f;
+}
+
+/* The functions of the map holding addr (the last map's for an address in none). */
+static struct pm2_fns pm2_at(const void *addr) {
+  spin_lock(&g_pm2_lock);
+  struct pm2_fns f = g_npm2 ? g_pm2[g_npm2 - 1] : (struct pm2_fns){0};
+  for (int i = 0; i < g_npm2; i++)
+    if ((uint64_t)addr - g_pm2[i].base < g_pm2[i].size)
+      f = g_pm2[i];
+  spin_unlock(&g_pm2_lock);
+  return f;
+}
+
+static void pm2_persist(const void *p, size_t n) {
+  PMEM_WRAP_BEGIN
+  pm2_at(p).persist(p, n);
+  if (outer) {
+    flush_range(p, n);
+    fence_ev(K_SFENCE);
+  }
+  PMEM_WRAP_END
+}
+static void pm2_flush(const void *p, size_t n) {
+  PMEM_WRAP_BEGIN
+  pm2_at(p).flush(p, n);
+  if (outer)
+    flush_range(p, n);
+  PMEM_WRAP_END
+}
+static void pm2_drain(void) {
+  PMEM_WRAP_BEGIN
+  pm2_at(NULL).drain();
+  if (outer)
+    fence_ev(K_SFENCE);
+  PMEM_WRAP_END
+}
+static void *pm2_memcpy(void *d, const void *s, size_t n, unsigned flags) {
+  PMEM_WRAP_BEGIN
+  void *r = pm2_at(d).memcpy_(d, s, n, flags);
+  if (outer)
+    pmem_effect_flags(d, s, n, flags);
+  PMEM_WRAP_END
+  return r;
+}
+static void *pm2_memmove(void *d, const void *s, size_t n, unsigned flags) {
+  PMEM_WRAP_BEGIN
+  void *r = pm2_at(d).memmove_(d, s, n, flags);
+  if (outer)
+    pmem_effect_flags(d, NULL, n, flags);
+  PMEM_WRAP_END
+  return r;
+}
+static void *pm2_memset(void *d, int c, size_t n, unsigned flags) {
+  PMEM_WRAP_BEGIN
+  void *r = pm2_at(d).memset_(d, c, n, flags);
+  if (outer)
+    pmem_effect_flags(d, NULL, n, flags);
+  PMEM_WRAP_END
+  return r;
+}
+
+pm2_persist_t pmem2_get_persist_fn(struct pmem2_map *map) {
+  return pm2_of_map(map)->persist ? pm2_persist : NULL;
+}
+pm2_persist_t pmem2_get_flush_fn(struct pmem2_map *map) {
+  return pm2_of_map(map)->flush ? pm2_flush : NULL;
+}
+pm2_drain_t pmem2_get_drain_fn(struct pmem2_map *map) {
+  return pm2_of_map(map)->drain ? pm2_drain : NULL;
+}
+pm2_copy_t pmem2_get_memcpy_fn(struct pmem2_map *map) {
+  return pm2_of_map(map)->memcpy_ ? pm2_memcpy : NULL;
+}
+pm2_copy_t pmem2_get_memmove_fn(struct pmem2_map *map) {
+  return pm2_of_map(map)->memmove_ ? pm2_memmove : NULL;
+}
+pm2_set_t pmem2_get_memset_fn(struct pmem2_map *map) {
+  return pm2_of_map(map)->memset_ ? pm2_memset : NULL;
 }
