@@ -61,6 +61,16 @@ const LAYER_WAKE: u16 = 14;
 /// `Record::ack_entry` when the flush was acknowledged at acceptance.
 const NO_ACK: u64 = u64::MAX;
 
+/// An MC and a line in one event argument: the MC in the top 6 bits, the line's index (its
+/// address / 64, below 2^58 for every 64-bit address) in the others.
+fn mc_line(mc: usize, line: u64) -> u64 {
+    ((mc as u64) << 58) | (line >> 6)
+}
+
+fn of_mc_line(arg: u64) -> (usize, u64) {
+    ((arg >> 58) as usize, (arg & ((1 << 58) - 1)) << 6)
+}
+
 #[derive(Clone, Debug)]
 struct Dep {
     core: u16,
@@ -690,7 +700,7 @@ impl Buffered {
         if ack_now {
             m.schedule_design(m.now + m.ack_ps, ack);
         }
-        let read = Self::ev(UNDO_READ, p.core as usize, ((mc as u64) << 58) | p.data.line);
+        let read = Self::ev(UNDO_READ, p.core as usize, mc_line(mc, p.data.line));
         if self.undo_reads_pm {
             self.c.pm_undo_reads += 1;
             m.mc_read_local(mc, p.data.line, read);
@@ -832,7 +842,7 @@ impl Buffered {
         let (line, after) = (l.line, l.after);
         self.rts[mc].layers.push(l);
         m.persist_version += 1;
-        m.mc_when_persistent(mc, line, after, Self::ev(LAYER_WAKE, 0, ((mc as u64) << 58) | line));
+        m.mc_when_persistent(mc, line, after, Self::ev(LAYER_WAKE, 0, mc_line(mc, line)));
         if to_mem.mask != 0 && functional {
             m.mc_apply_functional(mc, to_mem, reply);
         } else if to_mem.mask != 0 {
@@ -919,7 +929,7 @@ impl Buffered {
         match u.pending_write.take() {
             Some(w) => {
                 u.spec_seq = m.mcs[mc].offered;
-                m.mc_write(mc, w, Some(Self::ev(UNDO_ACCEPT, core, ((mc as u64) << 58) | line)));
+                m.mc_write(mc, w, Some(Self::ev(UNDO_ACCEPT, core, mc_line(mc, line))));
             }
             None => u.accepted = true,
         }
@@ -1167,10 +1177,19 @@ impl super::Design for Buffered {
             ARRIVE => self.arrive(m, ev.arg as usize),
             ACK => self.on_ack(m, c, ev.arg),
             NACK => self.on_nack(m, c, ev.arg),
-            UNDO_READ => self.undo_read_done(m, (ev.arg >> 58) as usize, ev.arg & ((1 << 58) - 1)),
-            UNDO_ACCEPT => self.undo_accept(m, (ev.arg >> 58) as usize, ev.arg & ((1 << 58) - 1)),
+            UNDO_READ => {
+                let (mc, line) = of_mc_line(ev.arg);
+                self.undo_read_done(m, mc, line)
+            }
+            UNDO_ACCEPT => {
+                let (mc, line) = of_mc_line(ev.arg);
+                self.undo_accept(m, mc, line)
+            }
             SPLIT_ACCEPT => self.split_accept(m, ev.arg as usize),
-            LAYER_WAKE => self.apply_layers(m, (ev.arg >> 58) as usize, ev.arg & ((1 << 58) - 1)),
+            LAYER_WAKE => {
+                let (mc, line) = of_mc_line(ev.arg);
+                self.apply_layers(m, mc, line)
+            }
             COMMIT_ARRIVE => self.commit_arrive(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
             COMMIT_WRITE => self.commit_write_done(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
             COMMIT_ACK => self.commit_ack(m, c, ev.arg),
