@@ -1,7 +1,8 @@
 //! PM anywhere in the 64-bit address space. A trace may declare its PM ranges where it likes
-//! (`pm BASE SIZE`); these put them at the first lines of memory and at the last ones (the line at
-//! `0xffff_ffff_ffff_ffc0` included) and run every design to every crash instant, on the default
-//! machine and on one with 4 MCs interleaved per line under XOR mapping. An event argument that
+//! (`pm BASE SIZE`); these put them at the first lines of memory and at the last ones a trace may
+//! use (up to `0xffff_ffff_ffff_ff80`, the line before the last, which traces may not name) and
+//! run every design to every crash instant, on the default machine and on one with 4 MCs
+//! interleaved per line under XOR mapping. An event argument that
 //! packs an address beside another field, or a line address plus a line size, breaks here first
 //! (a bug found this way: ASAP's undo-read event packed the MC above the line's *address*).
 
@@ -21,7 +22,7 @@ fn trace(neutral: bool) -> Arc<Trace> {
     let mut v = 0;
     for round in 0..3u64 {
         for t in 0..2u64 {
-            let high = 0xffff_ffff_ffff_ffc0 - 0x40 * ((round + t) % 3);
+            let high = 0xffff_ffff_ffff_ff80 - 0x40 * ((round + t) % 3);
             let low = 0x40 * (1 + t + 2 * round);
             let lock = TOP + 0x100;
             v += 1;

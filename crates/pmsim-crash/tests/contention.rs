@@ -11,7 +11,8 @@
 //!   PM and DRAM lines, with buffers of one entry or the defaults, one or two MCs, and the ASAP
 //!   artifact's switches (configs/asap-artifact.toml) on or off. CI runs a
 //!   fixed seed budget; `PMSIM_GEN_CASES=N` runs more and `PMSIM_GEN_SEED=S` starts elsewhere;
-//!   `PMSIM_GEN_SET=k=v,...` runs every trace on a machine the draws never reach (e.g. 4 MCs).
+//!   `PMSIM_GEN_SET=k=v,...` runs every trace on a machine the draws never reach (e.g. 4 MCs);
+//!   `PMSIM_GEN_PM_AT=ADDR` moves every trace's PM elsewhere in the address space.
 //!
 //! A failure prints the seed, the configuration overrides and the whole trace, so it replays with
 //! `pmsim crash --trace case.trace --design D --every --set ...`.
@@ -441,7 +442,30 @@ fn random_trace(seed: u64, threads: usize, len: usize, racy: bool, x86_only: boo
             }
         }
     }
-    b.finish()
+    gen_relocate(b.finish())
+}
+
+/// `PMSIM_GEN_PM_AT=ADDR` (hex or decimal) moves a drawn trace's PM, the 16 GiB from [`PM`], to
+/// start at ADDR (line-aligned), e.g. `0xfffffffffff7fd00` puts the drawn lines just below the
+/// last line of the 64-bit address space; the range is cut where the address space ends.
+fn gen_relocate(mut t: Trace) -> Trace {
+    let Ok(v) = std::env::var("PMSIM_GEN_PM_AT") else { return t };
+    let at = match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => v.parse(),
+    }
+    .expect("PMSIM_GEN_PM_AT=ADDR");
+    assert!(at % 64 == 0, "PMSIM_GEN_PM_AT: not line-aligned");
+    let size = (16u64 << 30).min(u64::MAX - at);
+    for ts in &mut t.threads {
+        for e in &mut ts.events {
+            if (e.kind.has_addr() || e.kind == Kind::RdmaPwrite) && e.addr.wrapping_sub(PM) < 16 << 30 {
+                e.addr = (e.addr - PM).checked_add(at).filter(|a| a - at < size).expect("PMSIM_GEN_PM_AT: too high");
+            }
+        }
+    }
+    t.pm = vec![pmsim_trace::PmRange { base: at, size }];
+    t
 }
 
 /// Caches of a few lines each (16-line L1 and L2, 32-line LLC, 1-2 ways).
@@ -475,8 +499,10 @@ fn gen_extra_sets() -> Vec<(&'static str, &'static str)> {
 /// range, the thread bound and the variables a replay must set to draw the same traces.
 fn gen_shape(len: std::ops::Range<u64>) -> (std::ops::Range<u64>, u64, String) {
     let mut replay = String::new();
-    if let Ok(v) = std::env::var("PMSIM_GEN_SET") {
-        replay.push_str(&format!("PMSIM_GEN_SET={v} "));
+    for var in ["PMSIM_GEN_SET", "PMSIM_GEN_PM_AT"] {
+        if let Ok(v) = std::env::var(var) {
+            replay.push_str(&format!("{var}={v} "));
+        }
     }
     let len = match std::env::var("PMSIM_GEN_LEN") {
         Ok(v) => {

@@ -379,6 +379,17 @@ mod tests {
     }
 
     #[test]
+    fn the_last_line_of_the_address_space_is_refused_the_one_before_it_is_not() {
+        let pm = "# pmsim trace v1\nthreads 1\npm 0xffffffffffff0000 0xffff\n";
+        for ev in ["T0 store 0xffffffffffffffc0 8 1", "T0 load 0xffffffffffffffff 1", "T0 clwb 0xffffffffffffffe0"] {
+            let e = err_of(&format!("{pm}{ev}\n"));
+            assert!(e.starts_with("f.trace:4: ") && e.contains("last 64 B line of the address space"), "{e}");
+        }
+        let t = parse_str("f.trace", &format!("{pm}T0 store 0xffffffffffffff80 64 1\nT0 clwb 0xffffffffffffffbf\n"));
+        assert_eq!(t.unwrap().num_events(), 2);
+    }
+
+    #[test]
     fn errors_name_file_line_and_problem() {
         assert_eq!(err_of("hello\n"), "f.trace:1: first line must be '# pmsim trace v1'");
         let e = err_of("# pmsim trace v1\nthreads 1\nT0 store 0x100000038 16\n");

@@ -12,8 +12,26 @@ use crate::event::{Event, Kind, LINE_BYTES, MAX_REGION_BYTES, SERVER_NODE};
 use crate::trace::{PmRange, Sequencer, Trace};
 use rustc_hash::FxHashMap;
 
-/// Why an access is not a valid one (size or line crossing), or `None`.
+/// The last 64 B line of the 64-bit address space. Its end, 2^64, is not a `u64`, so the line
+/// arithmetic of the engine and the checker (an access's end, the next line) cannot name it; no
+/// program address is there (x86-64 user space ends far below), so traces may not use it.
+pub const LAST_LINE: u64 = !(LINE_BYTES - 1);
+
+/// Why an address cannot appear in a trace (the last line of the address space), or `None`.
+pub fn address_error(addr: u64) -> Option<String> {
+    (addr >= LAST_LINE).then(|| {
+        format!(
+            "address {addr:#x} is in the last 64 B line of the address space, which pmsim does not model \
+             (the line's end, 2^64, is not a 64-bit address)"
+        )
+    })
+}
+
+/// Why an access is not a valid one (size, line crossing, the last line), or `None`.
 pub fn access_error(addr: u64, size: u64) -> Option<String> {
+    if let Some(e) = address_error(addr) {
+        return Some(e);
+    }
     if !(1..=LINE_BYTES).contains(&size) {
         return Some(format!("size {size} is not in 1..=64"));
     }
@@ -44,8 +62,10 @@ pub fn region_error(node: u64, addr: u64, len: u64, pm: &[PmRange]) -> Option<St
     if len == 0 || len > MAX_REGION_BYTES {
         return Some(format!("rdma_pwrite size {len} is not in 1..={MAX_REGION_BYTES}"));
     }
-    let Some(end) = addr.checked_add(len) else {
-        return Some(format!("rdma_pwrite region at {addr:#x} overflows"));
+    let Some(end) = addr.checked_add(len).filter(|&end| end <= LAST_LINE) else {
+        return Some(format!(
+            "rdma_pwrite region at {addr:#x} overflows (or reaches the last line of the address space)"
+        ));
     };
     let default = [crate::DEFAULT_PM];
     let pm = if pm.is_empty() { &default[..] } else { pm };
@@ -148,6 +168,9 @@ impl Validator {
                 no_value("")?;
                 if ev.size != 1 {
                     return Err(format!("'{name}' has size {} (a flush names one address: size 1)", ev.size));
+                }
+                if let Some(e) = address_error(ev.addr) {
+                    return Err(e);
                 }
             }
             Kind::RdmaPwrite => {
