@@ -56,6 +56,17 @@ macro_rules! config {
                 let _ = i;
                 Ok(())
             }
+
+            /// Every numeric parameter's value with its unit (names and flags left out).
+            pub fn numbers(&self) -> Vec<(&'static str, f64)> {
+                let mut out = Vec::new();
+                $( $(
+                    if let Some(v) = AsNumber::as_number(&self.$section.$field) {
+                        out.push(($unit, v));
+                    }
+                )* )*
+                out
+            }
         }
     };
     (@limit $lim:expr) => { $lim };
@@ -171,7 +182,7 @@ config! {
     }
     sim: SimCfg {
         seed: u64 = 1, "", @int(0, u64::MAX), "seed of every random choice in the engine (random replacement)";
-        watchdog_ms: f64 = 1000.0, "ms", @above(0.0, 1e6), "simulated time without progress after which a stuck core is reported";
+        watchdog_ms: f64 = 1000.0, "ms", @above(0.0, 1e6), "simulated time without progress after which a stuck core is reported (raised to 256 times the longest latency, line transfer or RDMA region transfer the configuration names)";
     }
 }
 
@@ -379,6 +390,61 @@ impl Config {
     /// Picoseconds per core cycle.
     pub fn cycle_ps(&self) -> u64 {
         (1000.0 / self.core.freq_ghz).round() as u64
+    }
+
+    /// The longest single step the configuration names (ps): its longest latency, a line at its
+    /// slowest media bandwidth, the largest RDMA region at its link bandwidth. A run may go this
+    /// long, many times over, without a core making progress, so the watchdog scales with it.
+    pub fn longest_step_ps(&self) -> u64 {
+        let line = pmsim_trace::LINE_BYTES as f64;
+        let region_bits = 8.0 * pmsim_trace::MAX_REGION_BYTES as f64;
+        let ns = self
+            .numbers()
+            .into_iter()
+            .map(|(unit, v)| match unit {
+                "ns" => v,
+                "GB/s" => line / v,
+                "Gb/s" => region_bits / v,
+                _ => 0.0,
+            })
+            .fold(0.0, f64::max);
+        (ns * 1000.0).min(u64::MAX as f64 / 4.0) as u64
+    }
+
+    /// Simulated time without progress after which a run is reported stuck (ps):
+    /// `sim.watchdog_ms`, raised to 256 of the configuration's longest steps.
+    pub fn watchdog_ps(&self) -> u64 {
+        ((self.sim.watchdog_ms * 1e9) as u64).max(self.longest_step_ps().saturating_mul(256))
+    }
+}
+
+/// A parameter's value as a number, for the ones that are numbers.
+trait AsNumber {
+    fn as_number(&self) -> Option<f64>;
+}
+impl AsNumber for f64 {
+    fn as_number(&self) -> Option<f64> {
+        Some(*self)
+    }
+}
+impl AsNumber for u64 {
+    fn as_number(&self) -> Option<f64> {
+        Some(*self as f64)
+    }
+}
+impl AsNumber for usize {
+    fn as_number(&self) -> Option<f64> {
+        Some(*self as f64)
+    }
+}
+impl AsNumber for bool {
+    fn as_number(&self) -> Option<f64> {
+        None
+    }
+}
+impl AsNumber for String {
+    fn as_number(&self) -> Option<f64> {
+        None
     }
 }
 

@@ -51,6 +51,8 @@ pub struct Simulator {
     /// Picoseconds per non-memory instruction, ×1000 (fixed point, host-independent).
     ppi_milli: u64,
     last_progress: u64,
+    /// `m.persist_version` when last looked at (its changes count as progress).
+    seen_persist_version: u64,
     watchdog_ps: u64,
     /// Number of trace threads (cores beyond it stay idle).
     pub threads: usize,
@@ -87,9 +89,20 @@ impl Simulator {
         let ppi_milli = ((cfg.cycle_ps() as f64 * 1000.0) / cfg.core.ipc).round() as u64;
         let cursors =
             sources.into_iter().map(|src| Cursor { src, chunk: Chunk::default(), pos: 0, exhausted: false }).collect();
-        let watchdog_ps = (cfg.sim.watchdog_ms * 1e9) as u64;
+        let watchdog_ps = cfg.watchdog_ps();
         let net = crate::net::Net::new(&cfg);
-        Ok(Simulator { m, design, cursors, ppi_milli, last_progress: 0, watchdog_ps, threads, labels, net })
+        Ok(Simulator {
+            m,
+            design,
+            cursors,
+            ppi_milli,
+            last_progress: 0,
+            seen_persist_version: 0,
+            watchdog_ps,
+            threads,
+            labels,
+            net,
+        })
     }
 
     /// Keeps a log of design actions (flushes, ACKs, undo/delay records, commits).
@@ -151,7 +164,12 @@ impl Simulator {
             Ev::Design(e) if crate::net::is_net(&e) => self.net.on_event(&mut self.m, &mut *self.design, e),
             Ev::Design(e) => self.design.on_event(&mut self.m, e),
         }
-        if t.saturating_sub(self.last_progress) > self.watchdog_ps {
+        // Progress is a core moving on, or the persistent state changing (a slow machine draining
+        // a long queue of persists); a livelock does neither.
+        if self.m.persist_version != self.seen_persist_version {
+            self.seen_persist_version = self.m.persist_version;
+            self.last_progress = t;
+        } else if t.saturating_sub(self.last_progress) > self.watchdog_ps {
             return Err(self.stuck());
         }
         Ok(())
