@@ -51,6 +51,17 @@ def built(tmp_path_factory) -> Path:
     return d
 
 
+def _build_traced(tmp_path: Path, name: str, program: str, *flags: str) -> Path:
+    """Writes `program` to tmp_path/<name>.c and builds tmp_path/<name> with ``pmsim trace cc``
+    and `flags` (compiler flags; `-l` libraries go after the source); returns the source."""
+    src = tmp_path / f"{name}.c"
+    src.write_text(program)
+    opts = [f for f in flags if not f.startswith("-l")]
+    libs = [f for f in flags if f.startswith("-l")]
+    pmsim_cli("trace", "cc", *opts, "-o", tmp_path / name, src, *libs, check=True)
+    return src
+
+
 def _stats(path: Path) -> dict:
     return json.loads(pmsim_cli("trace", "stats", path, "--json", check=True).stdout)
 
@@ -269,9 +280,7 @@ int main(int argc, char **argv) {
 
 
 def test_crashing_program_leaves_an_incomplete_trace(built, tmp_path):
-    src = tmp_path / "crasher.c"
-    src.write_text(CRASHER)
-    pmsim_cli("trace", "cc", "-O1", "-o", tmp_path / "crasher", src, check=True)
+    _build_traced(tmp_path, "crasher", CRASHER, "-O1")
     # a normal non-zero exit passes through
     r = pmsim_cli("trace", "record", "-o", tmp_path / "ok.bin", "--", tmp_path / "crasher")
     assert r.returncode == 3 and r.stdout == "before the crash\n"
@@ -361,9 +370,7 @@ int main(int argc, char **argv) {
 
 
 def test_pm_conventions_dax_and_range(built, tmp_path):
-    src = tmp_path / "mapper.c"
-    src.write_text(MAPPER)
-    pmsim_cli("trace", "cc", "-O2", "-o", tmp_path / "mapper", src, check=True)
+    _build_traced(tmp_path, "mapper", MAPPER, "-O2")
     dax = tmp_path / "dax"
     dax.mkdir()
     cases = [
@@ -414,9 +421,7 @@ int main(void) {
 
 
 def test_a_forked_child_is_not_traced_into_the_parents_trace(built, tmp_path):
-    src = tmp_path / "forker.c"
-    src.write_text(FORKER)
-    pmsim_cli("trace", "cc", "-O1", "-o", tmp_path / "forker", src, check=True)
+    _build_traced(tmp_path, "forker", FORKER, "-O1")
     r = pmsim_cli(
         "trace", "record", "--volatile", "drop", "-o", tmp_path / "f.bin", "--", tmp_path / "forker"
     )
@@ -464,9 +469,7 @@ def test_condition_variables_trace_and_replay(built, tmp_path):
     # A producer/consumer hand-off through a mutex and a condition variable: 50 items. Each side
     # locks and unlocks 50 times and signals 50 times; waits add release+acquire pairs. The
     # trace must replay (sync ordinals consistent with the global order) under every design.
-    src = tmp_path / "cv.c"
-    src.write_text(CONDVAR)
-    pmsim_cli("trace", "cc", "-O2", "-pthread", "-o", tmp_path / "cv", src, check=True)
+    _build_traced(tmp_path, "cv", CONDVAR, "-O2", "-pthread")
     r = pmsim_cli("trace", "record", "-o", tmp_path / "cv.bin", "--", tmp_path / "cv")
     assert r.returncode == 0 and r.stdout == f"sum={sum(range(50))}\n", r.stderr
     k = _stats(tmp_path / "cv.bin")["events_by_kind"]
@@ -537,9 +540,7 @@ def _compute_by_worker(trace: Path) -> dict[int, int]:
 
 
 def test_computation_between_accesses_is_counted_and_timed(built, tmp_path):
-    src = tmp_path / "work.c"
-    src.write_text(COMPUTE_PROG)
-    pmsim_cli("trace", "cc", "-O2", "-pthread", "-o", tmp_path / "work", src, check=True)
+    _build_traced(tmp_path, "work", COMPUTE_PROG, "-O2", "-pthread")
     rounds, work = 50, 400
     traces = {}
     for name, w, mode in (("idle", 0, "count"), ("busy", work, "count"), ("dropped", work, "drop")):
@@ -634,9 +635,7 @@ int main(int argc, char **argv) {
 
 def test_annotations_mark_operations_and_state_barriers(built, tmp_path):
     threads, rounds = 3, 40
-    src = tmp_path / "ann.c"
-    src.write_text(ANNOTATED)
-    pmsim_cli("trace", "cc", "-O2", "-pthread", "-o", tmp_path / "ann", src, check=True)
+    src = _build_traced(tmp_path, "ann", ANNOTATED, "-O2", "-pthread")
     r = pmsim_cli("trace", "record", "--volatile", "drop", "-o", tmp_path / "ann.bin", "--",
                   tmp_path / "ann", str(threads), str(rounds))  # fmt: skip
     assert r.returncode == 0 and r.stdout == f"{rounds}\n", r.stderr
@@ -723,9 +722,7 @@ int main(int argc, char **argv) {
 
 
 def test_a_file_mapped_again_is_the_same_pm_in_the_trace(built, tmp_path):
-    src = tmp_path / "remap.c"
-    src.write_text(REMAP)
-    pmsim_cli("trace", "cc", "-O1", "-o", tmp_path / "remap", src, check=True)
+    _build_traced(tmp_path, "remap", REMAP, "-O1")
     dax = tmp_path / "dax"
     dax.mkdir()
     out = tmp_path / "remap.trace"
@@ -795,9 +792,7 @@ int main(int argc, char **argv) {
 
 def test_libpmemobj_pool_is_pm_from_its_creation_to_its_reopening(built, tmp_path):
     n = 12
-    src = tmp_path / "pool.c"
-    src.write_text(POOL)
-    pmsim_cli("trace", "cc", "-O2", "-o", tmp_path / "pool", src, "-lpmemobj", check=True)
+    src = _build_traced(tmp_path, "pool", POOL, "-O2", "-lpmemobj")
     include = REPO / "python" / "pmsim" / "tracer_src" / "include"
     native = tmp_path / "pool_native"
     subprocess.run(["gcc", "-O2", f"-I{include}", "-o", native, src, "-lpmemobj"], check=True)
@@ -879,9 +874,7 @@ int main(int argc, char **argv) {
 
 def test_libpmem2_persist_functions_are_traced_with_their_flags(built, tmp_path):
     n = 9
-    src = tmp_path / "pm2.c"
-    src.write_text(PMEM2)
-    pmsim_cli("trace", "cc", "-O2", "-o", tmp_path / "pm2", src, "-lpmem2", check=True)
+    src = _build_traced(tmp_path, "pm2", PMEM2, "-O2", "-lpmem2")
     subprocess.run(["gcc", "-O2", "-o", tmp_path / "pm2_native", src, "-lpmem2"], check=True)
     expect = f"{n} {(n - 1) ** 2}\n"
     for f in ("a", "b"):
