@@ -2,9 +2,9 @@
 //! (`pm BASE SIZE`); these put them at the first lines of memory and at the last ones a trace may
 //! use (up to `0xffff_ffff_ffff_ff80`, the line before the last, which traces may not name) and
 //! run every design to every crash instant, on the default machine and on one with 4 MCs
-//! interleaved per line under XOR mapping. An event argument that
-//! packs an address beside another field, or a line address plus a line size, breaks here first
-//! (a bug found this way: ASAP's undo-read event packed the MC above the line's *address*).
+//! interleaved per line under XOR mapping. An event argument that packs an address beside another
+//! field, or a line address plus a line size, breaks here first (a bug found this way: ASAP's
+//! undo-read event packed the MC above the line's *address*).
 
 use pmsim_crash::{run, Instants, Request};
 use pmsim_engine::design::DESIGNS;
