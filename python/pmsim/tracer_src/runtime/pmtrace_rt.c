@@ -243,7 +243,9 @@ static inline uint64_t translate(uint64_t a, int *pm) {
   int n = atomic_load_explicit(&g_nranges, memory_order_acquire);
   for (int i = 0; i < n; i++) {
     const struct range *r = &g_ranges[i];
-    if (a - r->base < atomic_load_explicit(&r->size, memory_order_acquire)) {
+    /* The size first: a slot being reused publishes its base and trace base before its size. */
+    uint64_t size = atomic_load_explicit(&r->size, memory_order_acquire);
+    if (a - r->base < size) {
       *pm = 1;
       return a - r->base + r->trace_base;
     }
