@@ -161,7 +161,7 @@ fn rebuild_at(evs: &[Ev], threads: usize, base: u64) -> (Trace, String) {
         .collect();
     let evs = &moved[..];
     let mut b = TraceBuilder::new(threads);
-    b.add_pm_range(base, (1 << 30).min(u64::MAX - base));
+    b.add_pm_range(base, (1 << 30).min(pmsim_trace::validate::LAST_LINE - base));
     let mut text = format!("# pmsim trace v1\nthreads {threads}\n");
     for e in evs {
         let t = e.thread;

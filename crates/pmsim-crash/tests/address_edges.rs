@@ -17,7 +17,7 @@ const TOP: u64 = 0xffff_ffff_ffff_0000;
 /// Two threads pass a lock word at the top of memory and write lines at both ends, with
 /// design-neutral barriers (`neutral`) or x86 flushes and fences.
 fn trace(neutral: bool) -> Arc<Trace> {
-    let mut s = format!("# pmsim trace v1\nthreads 2\npm 0x0 0x1000\npm {TOP:#x} 0xffff\n");
+    let mut s = format!("# pmsim trace v1\nthreads 2\npm 0x0 0x1000\npm {TOP:#x} 0xffc0\n");
     let (order, durable) = if neutral { ("ofence", "dfence") } else { ("sfence", "mfence") };
     let mut v = 0;
     for round in 0..3u64 {

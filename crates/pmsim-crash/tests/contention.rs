@@ -456,7 +456,7 @@ fn gen_relocate(mut t: Trace) -> Trace {
     }
     .expect("PMSIM_GEN_PM_AT=ADDR");
     assert!(at % 64 == 0, "PMSIM_GEN_PM_AT: not line-aligned");
-    let size = (16u64 << 30).min(u64::MAX - at);
+    let size = (16u64 << 30).min(pmsim_trace::validate::LAST_LINE - at);
     for ts in &mut t.threads {
         for e in &mut ts.events {
             if (e.kind.has_addr() || e.kind == Kind::RdmaPwrite) && e.addr.wrapping_sub(PM) < 16 << 30 {

@@ -281,8 +281,8 @@ pub fn read_header<R: Read>(file: &str, r: &mut R) -> Result<Header, TraceError>
         r.read_exact(&mut b8).map_err(|_| bad("truncated header"))?;
         let size = u64::from_le_bytes(b8);
         // The rules of the text format's `pm BASE SIZE` line.
-        if size == 0 || base.checked_add(size).is_none() {
-            return Err(bad(&format!("PM range {base:#x}+{size:#x} is empty or overflows the address space")));
+        if let Some(e) = crate::validate::pm_range_error(base, size) {
+            return Err(bad(&e));
         }
         pm.push(PmRange { base, size });
     }

@@ -120,10 +120,9 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                     return Err(err("expected 'pm BASE SIZE'".into()));
                 }
                 let base = parse_num(toks[1]).ok_or_else(|| err(format!("bad PM base '{}'", toks[1])))?;
-                let size =
-                    parse_num(toks[2]).filter(|&s| s > 0).ok_or_else(|| err(format!("bad PM size '{}'", toks[2])))?;
-                if base.checked_add(size).is_none() {
-                    return Err(err("PM range overflows the address space".into()));
+                let size = parse_num(toks[2]).ok_or_else(|| err(format!("bad PM size '{}'", toks[2])))?;
+                if let Some(e) = crate::validate::pm_range_error(base, size) {
+                    return Err(err(e));
                 }
                 if sink.num_events() > 0 {
                     return Err(err("'pm' after the first event".into()));
@@ -379,8 +378,24 @@ mod tests {
     }
 
     #[test]
+    fn pm_ranges_are_whole_lines_below_the_last_one() {
+        for (range, why) in [
+            ("0x100000004 0x40", "not whole 64 B lines"),
+            ("0x100000000 0x44", "not whole 64 B lines"),
+            ("0x100000000 0", "is empty"),
+            ("0xffffffffffff0000 0x10000", "overflows the address space"),
+            ("0xffffffffffffff00 0x100", "overflows the address space"),
+        ] {
+            let e = err_of(&format!("# pmsim trace v1\nthreads 1\npm {range}\n"));
+            assert!(e.starts_with("f.trace:3: ") && e.contains(why), "{range}: {e}");
+        }
+        let t = parse_str("f.trace", "# pmsim trace v1\nthreads 1\npm 0x0 0x40\npm 0xffffffffffffff00 0xc0\n");
+        assert_eq!(t.unwrap().pm.len(), 2);
+    }
+
+    #[test]
     fn the_last_line_of_the_address_space_is_refused_the_one_before_it_is_not() {
-        let pm = "# pmsim trace v1\nthreads 1\npm 0xffffffffffff0000 0xffff\n";
+        let pm = "# pmsim trace v1\nthreads 1\npm 0xffffffffffff0000 0xffc0\n";
         for ev in ["T0 store 0xffffffffffffffc0 8 1", "T0 load 0xffffffffffffffff 1", "T0 clwb 0xffffffffffffffe0"] {
             let e = err_of(&format!("{pm}{ev}\n"));
             assert!(e.starts_with("f.trace:4: ") && e.contains("last 64 B line of the address space"), "{e}");

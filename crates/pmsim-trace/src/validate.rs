@@ -27,6 +27,28 @@ pub fn address_error(addr: u64) -> Option<String> {
     })
 }
 
+/// Why `pm BASE SIZE` is not a valid PM range, or `None`. A range is whole cache lines (a line
+/// is persistent or not: every part of the engine, the checker and the analysis asks it of a
+/// line or of an access in one line, which must agree), not empty, and below the last line.
+pub fn pm_range_error(base: u64, size: u64) -> Option<String> {
+    if size == 0 {
+        return Some(format!("PM range {base:#x}+{size:#x} is empty"));
+    }
+    if base.checked_add(size).is_none_or(|end| end > LAST_LINE) {
+        return Some(format!(
+            "PM range {base:#x}+{size:#x} overflows the address space (it must end at or below {LAST_LINE:#x}, \
+             where the last 64 B line begins)"
+        ));
+    }
+    if !base.is_multiple_of(LINE_BYTES) || !size.is_multiple_of(LINE_BYTES) {
+        return Some(format!(
+            "PM range {base:#x}+{size:#x} is not whole 64 B lines: base and size must be multiples of 64 \
+             (a cache line is persistent or not)"
+        ));
+    }
+    None
+}
+
 /// Why an access is not a valid one (size, line crossing, the last line), or `None`.
 pub fn access_error(addr: u64, size: u64) -> Option<String> {
     if let Some(e) = address_error(addr) {
