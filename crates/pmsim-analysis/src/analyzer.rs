@@ -27,7 +27,6 @@ struct Thread {
     ordered: Frontier,
     /// Persists preceding the events since the last barrier (epoch/strand).
     epoch: Frontier,
-    in_op: bool,
 }
 
 /// Raw results of one model's pass.
@@ -121,15 +120,12 @@ impl Analyzer {
                     th.epoch = Frontier::EMPTY;
                 }
             }
-            Kind::Begin => self.thread(t).in_op = true,
-            Kind::End => {
-                let th = self.thread(t);
-                if th.in_op {
-                    th.in_op = false;
-                    self.counts.ops += 1;
-                }
-            }
-            Kind::Compute
+            // Every `end` completes an operation (a valid trace's `end` closes an open `begin` of
+            // its label), nested ones too: the count the timing engine reports, which the
+            // normalised rate divides by.
+            Kind::End => self.counts.ops += 1,
+            Kind::Begin
+            | Kind::Compute
             | Kind::Clwb
             | Kind::ClflushOpt
             | Kind::Clflush

@@ -197,3 +197,17 @@ fn bad_parameters_are_refused() {
         vec![Model::Strand, Model::Strict, Model::Epoch]
     );
 }
+
+/// Nested operations (an outer `txn` around inner `put`s, as a traced program may mark them):
+/// every `end` completes one, as the timing engine counts them, so the normalised rate divides
+/// like by like. Here 1 txn and 2 puts on T0, a put inside a put on T1: 5.
+#[test]
+fn nested_operations_count_every_end() {
+    let t = expand(
+        "T0 begin txn\nT0 begin put\nT0 store PA 8\nT0 end put\nT0 begin put\nT0 store PB 8\nT0 end put\n\
+         T0 end txn\nT1 begin put\nT1 begin put\nT1 store PC 8\nT1 end put\nT1 end put\n",
+    );
+    let t = pmsim_trace::text::parse_str("t", &t).unwrap();
+    let c = analyze_trace(&t, &[Model::Epoch], &Config::default()).unwrap();
+    assert_eq!(c[0].1.ops, 5);
+}
