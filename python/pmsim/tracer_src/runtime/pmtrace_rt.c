@@ -97,8 +97,9 @@ struct tbuf {
 static struct tbuf *g_bufs[MAX_THREADS];
 static __thread struct tbuf *t_buf;
 static __thread int t_in_hook; /* inside a wrapper that emits its own events */
-/* Inside pmemobj_create/open or pmem_map_file (--pm pmdk): the file mappings the library makes
- * are the pool, registered as PM when mapped, so the pool's initialisation is traced as PM. */
+/* Inside pmemobj_create/open, pmem_map_file or pmem2_map_new (--pm pmdk): the shared file
+ * mappings the library makes are the pool, registered as PM when mapped, so the pool's
+ * initialisation is traced as PM. */
 static __thread int t_mapping_pool;
 static int g_count_compute;     /* --compute count: emit the counted instructions */
 /* Non-memory instructions the thread executed since its last event; the pass adds each basic
