@@ -480,6 +480,92 @@ def test_condition_variables_trace_and_replay(built, tmp_path):
     assert "asap-rp" in out and "baseline" in out
 
 
+# Three workers start together at a barrier; per round each takes a rwlock for writing and for
+# reading and a spinlock, then posts a semaphore that main waits on W times before joining.
+LOCKS = r"""
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#define W 3
+static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_spinlock_t spin;
+static pthread_barrier_t bar;
+static sem_t done;
+static long rounds;
+volatile long *pm; /* not static: clang would turn the one calloc into a global */
+static void *run(void *arg) {
+  long me = (long)arg;
+  pthread_barrier_wait(&bar);
+  for (long r = 0; r < rounds; r++) {
+    pthread_rwlock_wrlock(&rw);
+    pm[0]++;
+    pthread_rwlock_unlock(&rw);
+    pthread_rwlock_rdlock(&rw);
+    pm[8 + me] = pm[0];
+    pthread_rwlock_unlock(&rw);
+    pthread_spin_lock(&spin);
+    pm[16]++;
+    pthread_spin_unlock(&spin);
+  }
+  sem_post(&done);
+  return NULL;
+}
+int main(int argc, char **argv) {
+  rounds = atol(argv[1]);
+  pm = calloc(32, 8);
+  pthread_spin_init(&spin, 0);
+  pthread_barrier_init(&bar, NULL, W);
+  sem_init(&done, 0, 0);
+  pthread_t t[W];
+  for (long i = 0; i < W; i++)
+    pthread_create(&t[i], NULL, run, (void *)i);
+  for (int i = 0; i < W; i++)
+    sem_wait(&done);
+  for (int i = 0; i < W; i++)
+    pthread_join(t[i], NULL);
+  printf("%ld %ld %p %p %p %p\n", pm[0], pm[16], (void *)&rw, (void *)&spin, (void *)&bar, (void *)&done);
+  return 0;
+}
+"""
+
+
+def test_rwlocks_spinlocks_barriers_and_semaphores_order_threads(built, tmp_path):
+    # Their code is in libc, so only the runtime's wrappers can put them in the trace: an
+    # acquire after each successful lock or wait, a release before each unlock, post or arrival.
+    _build_traced(tmp_path, "locks", LOCKS, "-O2", "-pthread")
+    w, rounds = 3, 40
+    r = pmsim_cli("trace", "record", "-o", tmp_path / "locks.trace", "--", tmp_path / "locks", str(rounds))
+    assert r.returncode == 0, r.stderr
+    total, spun, *addrs = r.stdout.split()
+    assert int(total) == int(spun) == w * rounds  # the locks did their job natively
+    rw, spin, bar, done = (int(a, 16) for a in addrs)
+    events = [ln.split() for ln in (tmp_path / "locks.trace").read_text().splitlines() if ln.startswith("T")]
+    sync = [(f[0], f[1], int(f[2], 16), f[3:]) for f in events if f[1] in ("acquire", "release")]
+
+    def count(kind: str, addr: int) -> int:
+        return sum(1 for _, k, a, _ in sync if k == kind and a == addr)
+
+    assert count("acquire", rw) == count("release", rw) == 2 * w * rounds
+    assert count("acquire", spin) == count("release", spin) == w * rounds
+    assert all(rest[:1] == ["4"] for _, _, a, rest in sync if a == spin)  # a 4-byte lock word
+    assert count("release", bar) == count("acquire", bar) == w
+    assert count("release", done) == count("acquire", done) == w
+    # Order: every worker arrives before any leaves the barrier, and main's k-th wait on the
+    # semaphore follows at least k posts.
+    on_bar = [k for _, k, a, _ in sync if a == bar]
+    assert on_bar == ["release"] * w + ["acquire"] * w
+    posts = 0
+    for _, k, a, _ in sync:
+        if a == done:
+            posts += 1 if k == "release" else -1
+            assert posts >= 0
+    # The trace replays (acquires wait for the releases before them) and crash-checks.
+    for design in ("baseline", "asap-rp"):
+        c = pmsim_cli("crash", "--trace", tmp_path / "locks.trace", "--design", design, "--every", "-q")
+        assert c.returncode == 0 and "OK: every image consistent and durable" in c.stdout, c.stdout + c.stderr
+
+
 # Two threads; thread `w` runs WORK xorshift steps (a serial chain the compiler cannot fold:
 # 3 shifts + 3 xors, plus the loop's own increment, compare and branch) before each of its
 # ROUNDS PM stores, the other thread only stores.

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -916,6 +917,58 @@ int pthread_cond_broadcast(pthread_cond_t *c) {
   REAL(pthread_cond_broadcast);
   sync_ev(K_RELEASE, c, 8, 0);
   return real_pthread_cond_broadcast(c);
+}
+
+/* The other blocking primitives order threads as a mutex does: what one thread did before it
+ * unlocks, posts or arrives happens before what another does after it locks, waits or leaves.
+ * Their code is in libc (not instrumented), so without these the trace would not order the
+ * threads there at all: the engine could replay a reader ahead of the writer it waited for, and
+ * the checker would not require the writer's persists before the reader's. Each is an acquire
+ * after a successful wait and a release before a post, unlock or arrival. Releases of one
+ * address are ordered among themselves (each writes the word), so an acquire after a barrier
+ * follows every thread's arrival, and an acquire of a semaphore follows every earlier post. */
+#define ACQUIRE_ON_SUCCESS(ret, name, obj, size, params, args) \
+  ret name params { \
+    REAL(name); \
+    ret r = real_##name args; \
+    if (r == 0) \
+      sync_ev(K_ACQUIRE, obj, size, 0); \
+    return r; \
+  }
+#define RELEASE_BEFORE(ret, name, obj, size, params, args) \
+  ret name params { \
+    REAL(name); \
+    sync_ev(K_RELEASE, obj, size, 0); \
+    return real_##name args; \
+  }
+
+ACQUIRE_ON_SUCCESS(int, pthread_mutex_timedlock, m, 8,
+                   (pthread_mutex_t *m, const struct timespec *ts), (m, ts))
+ACQUIRE_ON_SUCCESS(int, pthread_rwlock_rdlock, l, 8, (pthread_rwlock_t *l), (l))
+ACQUIRE_ON_SUCCESS(int, pthread_rwlock_wrlock, l, 8, (pthread_rwlock_t *l), (l))
+ACQUIRE_ON_SUCCESS(int, pthread_rwlock_tryrdlock, l, 8, (pthread_rwlock_t *l), (l))
+ACQUIRE_ON_SUCCESS(int, pthread_rwlock_trywrlock, l, 8, (pthread_rwlock_t *l), (l))
+ACQUIRE_ON_SUCCESS(int, pthread_rwlock_timedrdlock, l, 8,
+                   (pthread_rwlock_t *l, const struct timespec *ts), (l, ts))
+ACQUIRE_ON_SUCCESS(int, pthread_rwlock_timedwrlock, l, 8,
+                   (pthread_rwlock_t *l, const struct timespec *ts), (l, ts))
+RELEASE_BEFORE(int, pthread_rwlock_unlock, l, 8, (pthread_rwlock_t *l), (l))
+/* A spinlock is a 4-byte int. */
+ACQUIRE_ON_SUCCESS(int, pthread_spin_lock, (const void *)l, 4, (pthread_spinlock_t *l), (l))
+ACQUIRE_ON_SUCCESS(int, pthread_spin_trylock, (const void *)l, 4, (pthread_spinlock_t *l), (l))
+RELEASE_BEFORE(int, pthread_spin_unlock, (const void *)l, 4, (pthread_spinlock_t *l), (l))
+ACQUIRE_ON_SUCCESS(int, sem_wait, s, 8, (sem_t *s), (s))
+ACQUIRE_ON_SUCCESS(int, sem_trywait, s, 8, (sem_t *s), (s))
+ACQUIRE_ON_SUCCESS(int, sem_timedwait, s, 8, (sem_t *s, const struct timespec *ts), (s, ts))
+RELEASE_BEFORE(int, sem_post, s, 8, (sem_t *s), (s))
+
+int pthread_barrier_wait(pthread_barrier_t *b) {
+  REAL(pthread_barrier_wait);
+  sync_ev(K_RELEASE, b, 8, 0);
+  int r = real_pthread_barrier_wait(b);
+  if (r == 0 || r == PTHREAD_BARRIER_SERIAL_THREAD)
+    sync_ev(K_ACQUIRE, b, 8, 0);
+  return r;
 }
 
 struct start { void *(*fn)(void *); void *arg; };
