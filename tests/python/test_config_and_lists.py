@@ -37,6 +37,22 @@ def test_config_show_reflects_overrides(cli):
     assert "write_ns = 123" in pmsim.config_show(pm_write_ns=123)
 
 
+def test_overrides_that_constrain_each_other_apply_together(cli):
+    # A 48 KiB 12-way L1 is valid, though 48 KiB beside the default 8 ways is not: the overrides
+    # are validated together, in whatever order they are given, on the command line and in
+    # the Python API.
+    for order in (["l1.size_kib=48", "l1.ways=12"], ["l1.ways=12", "l1.size_kib=48"]):
+        args = [a for kv in order for a in ("--set", kv)]
+        r = cli("run", "--workload", "array", "-p", "ops=20", "--design", "baseline", "--json", *args)
+        assert r.returncode == 0, r.stderr
+    stats = pmsim.run(
+        "broi", workload="array", ops=20, pm_model="banked", bank_drain_high_pct=10, bank_drain_low_pct=5
+    )
+    assert stats["operations"] == 4 * 20
+    r = cli("run", "--workload", "array", "-p", "ops=20", "--design", "baseline", "--set", "l1.size_kib=48")
+    assert r.returncode == 2 and "l1.size_kib" in r.stderr and "power-of-two number of sets" in r.stderr
+
+
 def test_config_show_is_a_loadable_config(cli, tmp_path):
     shown = cli("config", "show", "--set", "pm.write_ns=123", check=True).stdout
     f = tmp_path / "c.toml"

@@ -253,6 +253,25 @@ impl Config {
 
     /// Applies `section.field=value` (also accepts `section_field`); on error nothing changes.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        self.set_all([(key, value)])
+    }
+
+    /// Applies several overrides together and validates the result once, so parameters that
+    /// constrain each other can move together whatever their order (`l1.size_kib=48` with
+    /// `l1.ways=12`, or `bank.drain_high_pct=10` with `drain_low_pct=5`, each invalid beside the
+    /// other's default). On error nothing changes.
+    pub fn set_all<'a>(&mut self, overrides: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), ConfigError> {
+        let mut next = self.clone();
+        for (key, value) in overrides {
+            next.assign(key, value)?;
+        }
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    /// Parses `value` into the parameter's field, checking its type and its own range only.
+    fn assign(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         let name = self.canonical(key)?;
         let (sec, field) = name.split_once('.').unwrap_or(("", ""));
         let mut v = toml::Value::try_from(&*self).map_err(|e| param_err(key, e.to_string()))?;
@@ -279,8 +298,9 @@ impl Config {
         };
         *slot = parsed;
         let next: Config = v.try_into().map_err(|e: toml::de::Error| param_err(&name, e.message().to_string()))?;
-        // A refused value leaves the configuration as it was.
-        next.validate()?;
+        // The value's own range is reported here, naming it, rather than as whatever other
+        // check the whole configuration fails first.
+        next.check_limits()?;
         *self = next;
         Ok(())
     }
@@ -504,6 +524,37 @@ mod tests {
         // Found by the set_overrides fuzz target: set() used to assign before validating.
         let mut c = Config::default();
         assert!(c.set("l1.ways", "3").is_err());
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn parameters_that_constrain_each_other_move_together() {
+        // A 48 KiB 12-way L1 (Ice Lake): either override is invalid beside the other's default.
+        // A write drain between 5% and 10%: the high mark is invalid beside the default low one.
+        // Each pair is valid together, in either order.
+        let pairs: [[(&str, &str); 2]; 2] =
+            [[("l1.size_kib", "48"), ("l1.ways", "12")], [("bank.drain_high_pct", "10"), ("bank.drain_low_pct", "5")]];
+        for (k, v) in [pairs[0][0], pairs[0][1], pairs[1][0]] {
+            assert!(Config::default().set(k, v).is_err(), "{k}={v} alone");
+        }
+        for pair in pairs {
+            for order in [pair, [pair[1], pair[0]]] {
+                let mut c = Config::default();
+                c.set_all(order).unwrap();
+                for (k, v) in order {
+                    let shown = c.show();
+                    let field = k.split_once('.').unwrap().1;
+                    assert!(shown.lines().any(|l| l.starts_with(&format!("{field} = {v}"))), "{k}={v}: {shown}");
+                }
+            }
+        }
+        // The whole set is refused together, naming the parameter, and nothing changes.
+        let mut c = Config::default();
+        let e = c.set_all([("l1.ways", "12"), ("pm.write_ns", "120")]).unwrap_err().to_string();
+        assert!(e.contains("l1.size_kib"), "{e}");
+        assert_eq!(c, Config::default());
+        let e = c.set_all([("l1.size_kib", "48"), ("l1.ways", "x")]).unwrap_err().to_string();
+        assert!(e.contains("l1.ways") && e.contains("'x' is not an integer"), "{e}");
         assert_eq!(c, Config::default());
     }
 

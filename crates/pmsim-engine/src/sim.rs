@@ -74,7 +74,9 @@ impl Simulator {
     ) -> Result<Simulator, SimError> {
         let threads = sources.len();
         if threads == 0 || threads > 64 {
-            return Err(SimError::Setup(format!("a trace needs 1..=64 threads, this one has {threads}")));
+            return Err(SimError::Setup(format!(
+                "the trace has {threads} threads; pmsim simulates 1..=64 (one core per thread, core.count at most 64)"
+            )));
         }
         let mut cfg = cfg.clone();
         cfg.core.count = cfg.core.count.max(threads);

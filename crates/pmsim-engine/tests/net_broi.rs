@@ -109,6 +109,27 @@ fn under_bsp_the_entry_holds_the_next_region_while_the_previous_one_drains() {
     assert!(overlap("bsp") >= 5, "bsp overlapped only {} regions", overlap("bsp"));
 }
 
+#[test]
+fn remote_requests_held_back_by_load_go_once_they_starve_even_when_nothing_else_happens() {
+    // remote_low_util_pct = 0: no queue occupancy is below it, so a remote request goes only
+    // once it has waited broi.starvation_ns. With no local traffic nothing else wakes the
+    // scheduler then; the run used to stop with the client blocked for ever.
+    let (src, _) = one_client_trace();
+    for strategy in ["sync", "bsp"] {
+        let free = run(&src, &banked(&[("net.strategy", strategy)]), "broi");
+        let c =
+            banked(&[("net.strategy", strategy), ("broi.remote_low_util_pct", "0"), ("broi.starvation_ns", "2000")]);
+        let held = run(&src, &c, "broi");
+        let st = RunStats::collect(&held);
+        assert_eq!(st.design_stats["broi_remote_picks"], 40.0, "{strategy}");
+        assert_eq!(st.design_stats["broi_starved_remote_picks"], 40.0, "{strategy}");
+        // Under sync the regions go one at a time, each waiting the threshold at the server.
+        let (t_free, t_held) = (RunStats::collect(&free).sim_time_ps, st.sim_time_ps);
+        let waits = if strategy == "sync" { 10 } else { 1 };
+        assert!(t_held >= t_free + waits * 2_000_000 - 1_000_000, "{strategy}: {t_free} -> {t_held} ps");
+    }
+}
+
 /// A server thread persisting 120 one-line epochs, all in bank 0 with alternating rows (each a
 /// row conflict), and a client writing one 4 KiB region into `bank` while that stream runs.
 fn shared_trace(remote_bank: u64) -> String {

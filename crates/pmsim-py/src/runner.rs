@@ -20,9 +20,7 @@ pub fn config(file: Option<&str>, overrides: &BTreeMap<String, String>) -> Resul
         Some(f) => Config::from_toml_file(Path::new(f)).map_err(|e| e.to_string())?,
         None => Config::default(),
     };
-    for (k, v) in overrides {
-        c.set(k, v).map_err(|e| e.to_string())?;
-    }
+    c.set_all(overrides.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(|e| e.to_string())?;
     Ok(c)
 }
 

@@ -138,14 +138,16 @@ pub struct Delegated {
     step_ps: u64,
     /// Earliest pending step (`u64::MAX`: none).
     next_step: u64,
+    /// The instant a step last looked again for a completion pending at it.
+    rechecked_at: u64,
     /// Per remote entry: the region being submitted and how many persisted in order.
     remote_region: Vec<u64>,
     remote_persisted: Vec<u64>,
     /// What to tell the submitter when a remote request persists (`Req::pb_entry` indexes it).
     remote_done: Vec<Option<DesignEv>>,
     free_done: Vec<usize>,
-    /// Per remote entry: the submitter refused for lack of room, to tell when a unit frees.
-    room_wait: Vec<Option<DesignEv>>,
+    /// Per remote entry: the submitters refused for lack of room, to tell when a unit frees.
+    room_wait: Vec<Vec<DesignEv>>,
     c: Counters,
 }
 
@@ -185,11 +187,12 @@ impl Delegated {
             flush_ps: ns(cfg.pb.flush_ns),
             step_ps: ns(cfg.broi.step_ns),
             next_step: u64::MAX,
+            rechecked_at: u64::MAX,
             remote_region: vec![0; cfg.broi.remote_entries],
             remote_persisted: vec![0; cfg.broi.remote_entries],
             remote_done: Vec::new(),
             free_done: Vec::new(),
-            room_wait: vec![None; cfg.broi.remote_entries],
+            room_wait: vec![Vec::new(); cfg.broi.remote_entries],
             c: Counters::default(),
         }
     }
@@ -406,6 +409,17 @@ impl Delegated {
             if let Some(t) = m.mcs.iter().filter_map(|x| x.next_change_after(now)).min() {
                 self.schedule_step(m, t.max(now + self.step_ps));
             }
+            // A write completing at this very instant, whose completion event comes after this
+            // step, frees its queue entry with nothing to wake the scheduler (its ACK went
+            // out at acceptance): look again after it. Once per instant, so a completion that
+            // never came could not spin here.
+            if self.rechecked_at != now && m.mcs.iter().any(|x| x.retires_at(now)) {
+                self.rechecked_at = now;
+                self.schedule_step(m, now + self.step_ps);
+            }
+            if let Some(t) = self.sched.wake_at() {
+                self.schedule_step(m, t.max(now + self.step_ps));
+            }
         }
     }
 
@@ -422,7 +436,7 @@ impl Delegated {
             for c in self.remote_from..self.cores.len() {
                 self.kick(m, c);
             }
-            if let Some(room) = self.room_wait[r.entry as usize - self.local_entries].take() {
+            for room in std::mem::take(&mut self.room_wait[r.entry as usize - self.local_entries]) {
                 m.schedule_design(m.now, room);
             }
         }
@@ -482,8 +496,12 @@ impl Delegated {
             if new_region {
                 self.remote_region[ch] -= 1;
             }
-            if room.is_some() {
-                self.room_wait[ch] = room;
+            // Every refused submitter waits: several RDMA channels may share this entry
+            // (net.channels above broi.remote_entries), and a single slot lost all but the last.
+            if let Some(room) = room {
+                if !self.room_wait[ch].contains(&room) {
+                    self.room_wait[ch].push(room);
+                }
             }
             return false;
         }

@@ -280,6 +280,12 @@ impl<R: Copy> Mc<R> {
         }
     }
 
+    /// Whether a queued write completes at `now` but has not been retired yet: its completion
+    /// event is still pending at this instant, and the queue entry it holds frees after it.
+    pub fn retires_at(&self, now: u64) -> bool {
+        self.wpq.iter().any(|e| e.done <= now)
+    }
+
     /// [`Mc::bank_backlog`] of every bank at once (one pass over the queue).
     pub fn bank_backlogs(&self, now: u64, out: &mut [usize]) {
         out.iter_mut().for_each(|x| *x = 0);

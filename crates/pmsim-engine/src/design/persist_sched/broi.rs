@@ -65,6 +65,8 @@ pub struct Broi {
     pri: Vec<f64>,
     best: Vec<Option<Cand>>,
     free: Vec<usize>,
+    /// When a remote request held back by the queue's load becomes starved (see `wake_at`).
+    wake: Option<u64>,
     steps: u64,
     picks: u64,
     remote_picks: u64,
@@ -85,6 +87,7 @@ impl Broi {
             pri: Vec::new(),
             best: Vec::new(),
             free: Vec::new(),
+            wake: None,
             steps: 0,
             picks: 0,
             remote_picks: 0,
@@ -141,6 +144,8 @@ impl PersistScheduler for Broi {
         self.best.resize(nb, None);
         let bpm = v.banks_per_mc.max(1);
         let open = |b: usize| v.backlog[b] == 0 && v.queue_free[b / bpm] > 0;
+        // The earliest time a waiting remote candidate turns starved.
+        let mut starves = u64::MAX;
         for (i, e) in q.entries.iter().enumerate() {
             let Some(first) = e.first_epoch() else { continue };
             let second = e.second_epoch();
@@ -156,6 +161,9 @@ impl PersistScheduler for Broi {
                 // Remote requests rank by age only.
                 let c = if e.remote {
                     let starved = v.now.saturating_sub(r.arrive) >= self.starvation_ps;
+                    if !starved {
+                        starves = starves.min(r.arrive.saturating_add(self.starvation_ps));
+                    }
                     Cand { class: if starved { 2 } else { 0 }, pri: 0.0, hit, seq: r.seq, entry: i }
                 } else {
                     Cand { class: 1, pri: self.pri[i], hit, seq: r.seq, entry: i }
@@ -167,6 +175,7 @@ impl PersistScheduler for Broi {
         }
         self.free.clear();
         self.free.extend_from_slice(&v.queue_free);
+        self.wake = None;
         for b in 0..nb {
             let Some(c) = self.best[b] else { continue };
             let (i, seq) = (c.entry, c.seq);
@@ -179,6 +188,10 @@ impl PersistScheduler for Broi {
                 // Local before remote: only into a lightly loaded queue.
                 let used = v.queue_cap[mc] - v.queue_free[mc];
                 if (used as f64) >= v.queue_cap[mc] as f64 * self.low_util / 100.0 {
+                    // Held back by load, not by a bank: if the queue never drains below the
+                    // mark (remote_low_util_pct = 0, or nothing else in flight), only time
+                    // frees it, when the request starves and outranks local ones.
+                    self.wake = Some(starves);
                     continue;
                 }
             }
@@ -192,6 +205,10 @@ impl PersistScheduler for Broi {
             self.picks += 1;
             out.push((i, seq));
         }
+    }
+
+    fn wake_at(&self) -> Option<u64> {
+        self.wake
     }
 
     fn stats(&self, out: &mut crate::design::DesignStats) {

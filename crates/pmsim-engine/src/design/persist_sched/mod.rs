@@ -179,6 +179,12 @@ pub trait PersistScheduler: Send {
     /// view between steps, never within one.
     fn pick(&mut self, q: &Queues, v: &BankView, out: &mut Vec<Pick>);
 
+    /// When the last `pick` must be repeated even if nothing else changes (a request it held
+    /// back becomes eligible by time alone), if ever.
+    fn wake_at(&self) -> Option<u64> {
+        None
+    }
+
     /// An epoch of `entry` completed (all its requests persisted).
     fn on_epoch_done(&mut self, _q: &Queues, _entry: usize, _epoch: u64) {}
 
