@@ -139,6 +139,33 @@ def test_a_trace_without_operations_reports_its_critical_path(tmp_path):
     assert r.returncode == 2 and "no such file" in r.stderr
 
 
+def test_a_legacy_x86_trace_is_ordered_by_its_fences(tmp_path):
+    # A traced program orders persists only with clwb + sfence: there sfence (and mfence) is the
+    # persist barrier, as HOPS and ASAP map it; three fenced groups are three epochs. The same
+    # fences in a design-neutral trace (it has an ofence) order nothing beyond it. Text and
+    # binary (streamed) traces agree.
+    x86 = tmp_path / "x86.trace"
+    x86.write_text(
+        "# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8\nT0 store 0x100000040 8\nT0 clwb 0x100000000\n"
+        "T0 clwb 0x100000040\nT0 sfence\nT0 store 0x100000080 8\nT0 clwb 0x100000080\nT0 mfence\n"
+        "T0 store 0x1000000c0 8\n"
+    )
+    neutral = tmp_path / "neutral.trace"
+    neutral.write_text(x86.read_text().replace("T0 mfence", "T0 ofence"))
+    expected = {
+        x86: {"strict": (4, 4), "epoch": (3, 4), "strand": (3, 4)},
+        neutral: {"strict": (4, 4), "epoch": (2, 4), "strand": (2, 4)},
+    }
+    for text, paths in expected.items():
+        binary = text.with_suffix(".bin")
+        pmsim_cli("trace", "convert", text, binary, check=True)
+        for p in (text, binary):
+            r = pmsim_cli("analyze", "--trace", p, "--model", "all", "--json")
+            assert r.returncode == 0, r.stderr
+            out = json.loads(r.stdout)
+            assert {m: (o["critical_path"], o["persists"]) for m, o in out.items()} == paths, p
+
+
 def test_bench_reports_events_per_second(trace):
     r = pmsim_cli("analyze", "--trace", trace, "--bench")
     assert r.returncode == 0, r.stderr

@@ -38,8 +38,12 @@ pub struct Counts {
     pub events: u64,
 }
 
+#[derive(Clone)]
 pub struct Analyzer {
     model: Model,
+    /// `sfence`/`mfence` are persist barriers: set on the copy that analyses a legacy x86
+    /// trace ([`crate::run`]), where they are the program's only ordering.
+    x86_fences: bool,
     coalesce: bool,
     g_shift: u32,
     a_shift: u32,
@@ -57,6 +61,7 @@ impl Analyzer {
     pub fn new(model: Model, cfg: &Config, pm: &[PmRange], threads: usize) -> Analyzer {
         Analyzer {
             model,
+            x86_fences: false,
             coalesce: cfg.coalesce,
             g_shift: cfg.track_bytes.trailing_zeros(),
             a_shift: cfg.atomic_bytes.trailing_zeros(),
@@ -71,6 +76,11 @@ impl Analyzer {
 
     pub fn model(&self) -> Model {
         self.model
+    }
+
+    /// This analyzer's state with `sfence`/`mfence` as persist barriers from now on.
+    pub fn with_x86_fences(&self) -> Analyzer {
+        Analyzer { x86_fences: true, ..self.clone() }
     }
 
     pub fn counts(&self) -> Counts {
@@ -124,14 +134,12 @@ impl Analyzer {
             // its label), nested ones too: the count the timing engine reports, which the
             // normalised rate divides by.
             Kind::End => self.counts.ops += 1,
-            Kind::Begin
-            | Kind::Compute
-            | Kind::Clwb
-            | Kind::ClflushOpt
-            | Kind::Clflush
-            | Kind::Sfence
-            | Kind::Mfence
-            | Kind::RdmaWait => {}
+            Kind::Sfence | Kind::Mfence => {
+                if self.x86_fences {
+                    self.barrier(t);
+                }
+            }
+            Kind::Begin | Kind::Compute | Kind::Clwb | Kind::ClflushOpt | Kind::Clflush | Kind::RdmaWait => {}
         }
     }
 

@@ -13,7 +13,8 @@
 //!   atomic-persist block (granularity A) of a PM range. `acquire`/`load` are loads,
 //!   `release`/`store`/`ntstore` are stores, `rmw` is both; `acquire`/`release` are 8-byte
 //!   accesses. `ofence`/`dfence` are persist barriers, `strand` is the strand barrier;
-//!   `clwb`/`sfence`/`mfence`/`compute` are ignored.
+//!   flushes and `compute` are ignored, and so are `sfence`/`mfence` except in a legacy x86 trace
+//!   (no `ofence`/`dfence`/`strand`), where they are the persist barriers.
 //! - Two accesses *conflict* when they touch the same tracking block (granularity G) and one of
 //!   them is a store, in volatile and persistent memory alike.
 //! - The ordering constraints are the transitive closure of *conflict* edges (any threads: strong

@@ -16,6 +16,7 @@ pub const PAGE: usize = 1 << PAGE_SHIFT;
 /// a queue's head, the current data page) each keep their slot, so most accesses skip the hash.
 const CACHE: usize = 64;
 
+#[derive(Clone)]
 pub struct PagedMap<T: Copy + Default> {
     index: FxHashMap<u64, u32>,
     /// Boxed, so growing the list never moves the pages already touched.

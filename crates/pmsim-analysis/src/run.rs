@@ -4,18 +4,64 @@
 use crate::analyzer::{Analyzer, Counts};
 use crate::config::{AnalysisError, Config, Model};
 use crate::report::Report;
-use pmsim_trace::{for_each_in_global_order, GlobalOrderReader, Trace};
+use pmsim_trace::{for_each_in_global_order, Dialect, DialectScan, Event, GlobalOrderReader, Kind, Trace};
+
+/// One pass's analyzers, over a trace whose dialect is known only at its end.
+///
+/// In a legacy x86 trace (flushes and x86 fences, no `ofence`/`dfence`/`strand`: docs/design.md
+/// §3) an `sfence` or `mfence` is the program's only persist ordering, so it is a persist barrier,
+/// as HOPS and ASAP map it; in any other trace it orders nothing. A streamed file's dialect is
+/// known only at its end, so from the first x86 fence, while no design-neutral event has been
+/// seen, a copy of the analyzers (identical so far: no fence has acted yet) reads on with the
+/// fences as barriers; the first design-neutral event drops it. A design-neutral trace pays
+/// nothing; an x86 trace pays a second analysis.
+struct Pass {
+    plain: Vec<Analyzer>,
+    x86: Option<Vec<Analyzer>>,
+    scan: DialectScan,
+}
+
+impl Pass {
+    fn new(models: &[Model], cfg: &Config, pm: &[pmsim_trace::PmRange], threads: usize) -> Pass {
+        let plain = models.iter().map(|&m| Analyzer::new(m, cfg, pm, threads)).collect();
+        Pass { plain, x86: None, scan: DialectScan::default() }
+    }
+
+    #[inline]
+    fn step(&mut self, t: usize, ev: &Event) {
+        self.scan.see(ev.kind);
+        match ev.kind {
+            Kind::Sfence | Kind::Mfence if self.x86.is_none() && self.scan.dialect() == Dialect::X86 => {
+                self.x86 = Some(self.plain.iter().map(Analyzer::with_x86_fences).collect());
+            }
+            Kind::Ofence | Kind::Dfence | Kind::Strand => self.x86 = None,
+            _ => {}
+        }
+        for a in self.plain.iter_mut() {
+            a.step(t, ev);
+        }
+        if let Some(x86) = &mut self.x86 {
+            for a in x86.iter_mut() {
+                a.step(t, ev);
+            }
+        }
+    }
+
+    fn counts(&self) -> Vec<(Model, Counts)> {
+        let an = match (&self.x86, self.scan.dialect()) {
+            (Some(x86), Dialect::X86) => x86,
+            _ => &self.plain,
+        };
+        an.iter().map(|a| (a.model(), a.counts())).collect()
+    }
+}
 
 /// Raw counts per model over an in-memory trace.
 pub fn analyze_trace(trace: &Trace, models: &[Model], cfg: &Config) -> Result<Vec<(Model, Counts)>, AnalysisError> {
     cfg.validate()?;
-    let mut an: Vec<Analyzer> = models.iter().map(|&m| Analyzer::new(m, cfg, &trace.pm, trace.num_threads())).collect();
-    for_each_in_global_order(trace, |t, ev| {
-        for a in an.iter_mut() {
-            a.step(t, ev);
-        }
-    });
-    Ok(an.iter().map(|a| (a.model(), a.counts())).collect())
+    let mut pass = Pass::new(models, cfg, &trace.pm, trace.num_threads());
+    for_each_in_global_order(trace, |t, ev| pass.step(t, ev));
+    Ok(pass.counts())
 }
 
 /// Raw counts per model over a trace file: binary traces are streamed in global order (never
@@ -33,17 +79,9 @@ pub fn analyze_file(
     let mut r = GlobalOrderReader::open(path)?;
     let pm = r.header().pm.clone();
     let threads = r.header().threads;
-    let mut an: Vec<Analyzer> = models.iter().map(|&m| Analyzer::new(m, cfg, &pm, threads)).collect();
-    if let [a] = an.as_mut_slice() {
-        r.for_each(|t, ev| a.step(t, ev))?;
-    } else {
-        r.for_each(|t, ev| {
-            for a in an.iter_mut() {
-                a.step(t, ev);
-            }
-        })?;
-    }
-    Ok(an.iter().map(|a| (a.model(), a.counts())).collect())
+    let mut pass = Pass::new(models, cfg, &pm, threads);
+    r.for_each(|t, ev| pass.step(t, ev))?;
+    Ok(pass.counts())
 }
 
 /// Reports from counts. A trace without operations still has a critical path; its rates per

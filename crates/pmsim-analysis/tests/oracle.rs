@@ -166,7 +166,10 @@ fn rebuild_at(evs: &[Ev], threads: usize, base: u64) -> (Trace, String) {
     for e in evs {
         let t = e.thread;
         text += &match e.kind {
-            Kind::Ofence | Kind::Dfence | Kind::Strand => format!("T{t} {}\n", e.kind.name()),
+            Kind::Ofence | Kind::Dfence | Kind::Strand | Kind::Sfence | Kind::Mfence => {
+                format!("T{t} {}\n", e.kind.name())
+            }
+            Kind::Clwb => format!("T{t} clwb {:#x}\n", e.ev.addr),
             Kind::Acquire | Kind::Release => format!("T{t} {} {:#x}\n", e.kind.name(), e.ev.addr),
             _ => format!("T{t} {} {:#x} {}\n", e.kind.name(), e.ev.addr, e.ev.size),
         };
@@ -235,4 +238,66 @@ fn the_one_pass_analysis_equals_the_definition_on_random_traces() {
             assert_eq!(at_top[i].1, c, "seed {seed}, model {}: PM moved to {TOP:#x}\n{text}", m.name());
         }
     }
+}
+
+/// `kind` at the place of `e` (a fence, or a flush of its line).
+fn as_kind(e: &Ev, kind: Kind) -> Ev {
+    let ev = if kind == Kind::Clwb { Event::mem(Kind::Clwb, e.ev.addr, 1) } else { Event::new(kind) };
+    Ev { kind, lo: 0, hi: 0, ev, ..e.clone() }
+}
+
+#[test]
+fn a_legacy_x86_trace_orders_by_its_fences_and_a_neutral_one_ignores_them() {
+    // docs/design.md §8: in a legacy x86 trace (no ofence, dfence or strand) sfence and mfence
+    // are the persist barriers; flushes order nothing. So the x86 rewrite of a random trace
+    // (ofence -> sfence, dfence -> mfence, a clwb after each store, strands dropped) has the
+    // counts of the trace with its strands dropped. In a design-neutral trace x86 fences order
+    // nothing: adding an sfence after every access changes no count.
+    let cases: u64 = std::env::var("PMSIM_ORACLE_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(3000);
+    let mut x86_cases = 0;
+    for seed in 0..cases {
+        let (threads, evs) = random_trace(seed);
+        let (a, g) = granularities(seed);
+        let cfg = Config { atomic_bytes: a, track_bytes: g, ..Config::default() };
+        // (model, path, persists): the event counts differ by the events added.
+        let paths = |t: &Trace| -> Vec<(Model, u64, u64)> {
+            analyze_trace(t, &Model::ALL, &cfg)
+                .unwrap()
+                .into_iter()
+                .map(|(m, c)| (m, c.critical_path, c.persists))
+                .collect()
+        };
+        let counts = |evs: &[Ev]| paths(&rebuild(evs, threads).0);
+        let no_strands: Vec<Ev> = evs.iter().filter(|e| e.kind != Kind::Strand).cloned().collect();
+        let mut x86 = Vec::new();
+        for e in &no_strands {
+            match e.kind {
+                Kind::Ofence => x86.push(as_kind(e, Kind::Sfence)),
+                Kind::Dfence => x86.push(as_kind(e, Kind::Mfence)),
+                k if is_store(k) => {
+                    x86.push(e.clone());
+                    x86.push(as_kind(e, Kind::Clwb));
+                }
+                _ => x86.push(e.clone()),
+            }
+        }
+        let (x86_trace, text) = rebuild(&x86, threads);
+        if x86_trace.dialect() == pmsim_trace::Dialect::X86 {
+            x86_cases += 1;
+            assert_eq!(paths(&x86_trace), counts(&no_strands), "seed {seed}, A={a} G={g}: x86 rewrite\n{text}");
+        }
+        if evs.iter().any(|e| matches!(e.kind, Kind::Ofence | Kind::Dfence | Kind::Strand)) {
+            let mut fenced = Vec::new();
+            for e in &evs {
+                fenced.push(e.clone());
+                if is_access(e.kind) {
+                    fenced.push(as_kind(e, Kind::Sfence));
+                }
+            }
+            let (t, text) = rebuild(&fenced, threads);
+            assert_eq!(t.dialect(), pmsim_trace::Dialect::Neutral);
+            assert_eq!(paths(&t), counts(&evs), "seed {seed}, A={a} G={g}: sfences in a neutral trace\n{text}");
+        }
+    }
+    assert!(x86_cases * 2 > cases, "only {x86_cases} of {cases} rewrites were x86 traces");
 }

@@ -37,7 +37,7 @@ pub use error::CheckError;
 pub use incremental::Incremental;
 pub use litmus::{parse_litmus, Expectation, Litmus, LitmusError, Outcome};
 pub use model::Model;
-pub use remote::RegionOrder;
+pub use remote::{RegionFollower, RegionOrder};
 pub use verdict::{EdgeRule, MissingStore, PathStep, StoreRef, Verdict, Violation, ViolationKind, MAX_VIOLATIONS};
 
 use pmsim_trace::{MemImage, RunRecord, Trace};

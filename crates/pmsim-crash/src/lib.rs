@@ -178,10 +178,14 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
     let mut img = MemImage::new();
     img.keep_dense();
 
+    let mut followed = regions.follower();
     let mut check_at = |sim: &mut Simulator, t: u64, rep: &mut Report| -> bool {
         tracker.update(sim, &mut changes);
         for c in &changes {
             memo.changed(c.word);
+            if !regions.is_empty() {
+                followed.changed(&regions, c.word, img.get(c.word).map(|v| v.id), c.value.map(|v| v.id));
+            }
             match c.value {
                 // Words of remote regions are checked by the region rule, not by PMO's; to PMO
                 // such a word overwrote whatever server stores of it had persisted.
@@ -205,7 +209,7 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
             None
         } else {
             let acked = |gid: u64| region_acks.get(&gid).is_some_and(|&at| at <= t);
-            regions.check(&img, &acked).err()
+            followed.check(&regions, &acked).err()
         };
         let mut failure: Option<Failure> = None;
         if cons && dur && region_error.is_none() {
