@@ -91,7 +91,13 @@ def check_jobs(jobs: list[dict]) -> None:
         key = (j["params"].get("config"), tuple(sorted(machine.items())))
         if key not in seen:
             seen.add(key)
-            _core.config_show(key[0], machine)
+            try:
+                _core.config_show(key[0], machine)
+            except PmsimError as e:
+                # Name the grid point: a cartesian grid may pair values that are each valid
+                # but not together (a cache size with an associativity).
+                point = ", ".join(f"{k}={v}" for k, v in sorted(machine.items()))
+                raise PmsimError(f"machine {point}: {e}" if point else str(e)) from None
 
 
 def run_jobs(

@@ -71,6 +71,20 @@ def test_sweep_errors_before_running():
         pmsim.sweep(["baseline", "eadr"], ["array"], ops="many", progress=False, workers=2)
 
 
+def test_sweep_names_the_grid_point_whose_machine_is_invalid():
+    # 48 KiB is valid with 12 ways and 32 KiB with 8, but the cartesian grid also pairs 48 KiB
+    # with 8 ways: refused before any run, naming that point.
+    grid = {"l1.size_kib": [48, 32], "l1.ways": [12, 8]}
+    with pytest.raises(
+        pmsim.PmsimError, match=r"machine l1.size_kib=48, l1.ways=8|machine l1.ways=8, l1.size_kib=48"
+    ):
+        pmsim.sweep(["baseline"], ["array"], grid=grid, ops=20, progress=False)
+    df = pmsim.sweep(
+        ["baseline"], ["array"], grid={"l1.size_kib": [48], "l1.ways": [12]}, ops=20, progress=False
+    )
+    assert len(df) == 1
+
+
 def test_sweep_with_config_grid():
     df = pmsim.sweep(["baseline"], ["array"], grid={"pm_write_ns": [90, 5000]}, ops=200, progress=False)
     assert list(df.pm_write_ns) == [90, 5000]
