@@ -1087,6 +1087,28 @@ int pmem_msync(const void *addr, size_t len) {
   return r;
 }
 
+/* msync(MS_SYNC) of a file mapping is how a program without PMDK makes its stores durable;
+ * on PM (a DAX mapping) it writes back the range's cache lines and waits, which is what the
+ * trace says: a clwb per PM line of the range and an sfence. MS_ASYNC schedules nothing the
+ * program waits for (a no-op since Linux 2.6.19). libpmem's own msync (inside pmem_msync) is
+ * already described by that wrapper (t_in_hook). */
+int msync(void *addr, size_t len, int flags) {
+  REAL(msync);
+  int r = real_msync(addr, len, flags);
+  if (r == 0 && g_on && !t_in_hook && (flags & MS_SYNC)) {
+    uint64_t a = (uint64_t)addr & ~(LINE - 1), end = (uint64_t)addr + len;
+    int any = 0;
+    for (; a < end; a += LINE)
+      if (is_pm_addr(a)) {
+        flush_ev(K_CLWB, (const void *)a);
+        any = 1;
+      }
+    if (any)
+      fence_ev(K_SFENCE);
+  }
+  return r;
+}
+
 /* libpmem's and libpmem2's flags of a copy/set (the same bits in both). */
 #define PMEM_F_MEM_NODRAIN_ (1U << 0)
 #define PMEM_F_MEM_NONTEMPORAL_ (1U << 1)
