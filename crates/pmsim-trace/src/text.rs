@@ -83,7 +83,8 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
         let line = line.map_err(|e| TraceError::new(file, lineno, format!("cannot read: {e}")))?;
         let err = |msg: String| TraceError::new(file, lineno, msg);
         if !saw_header {
-            if line.trim_end() != HEADER {
+            // A byte-order mark, as some editors write at the start of a UTF-8 file, is not text.
+            if line.strip_prefix('\u{feff}').unwrap_or(&line).trim_end() != HEADER {
                 return Err(err(format!("first line must be '{HEADER}'")));
             }
             saw_header = true;
@@ -407,6 +408,10 @@ mod tests {
     #[test]
     fn errors_name_file_line_and_problem() {
         assert_eq!(err_of("hello\n"), "f.trace:1: first line must be '# pmsim trace v1'");
+        // Windows editors: a byte-order mark and CRLF line ends are accepted.
+        let t = parse_str("f.trace", "\u{feff}# pmsim trace v1\r\nthreads 1\r\nT0 store 0x100000000 8 2a\r\n").unwrap();
+        assert_eq!(t.threads[0].events.len(), 1);
+        assert_eq!(err_of("\u{feff}hello\n"), "f.trace:1: first line must be '# pmsim trace v1'");
         let e = err_of("# pmsim trace v1\nthreads 1\nT0 store 0x100000038 16\n");
         assert!(e.starts_with("f.trace:3: ") && e.contains("crosses a 64 B line"), "{e}");
         let e = err_of("# pmsim trace v1\nthreads 1\nT3 ofence\n");
