@@ -12,6 +12,7 @@
 use pmsim_crash::{run, Instants, Request};
 use pmsim_engine::design::DESIGNS;
 use pmsim_engine::Config;
+use pmsim_workloads::Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -99,33 +100,14 @@ type Workload = (&'static str, u32, u32);
 const WORKLOADS: &[Workload] =
     &[("dash-eh", 2, 5), ("rdma-ycsb", 2, 2), ("hotline", 3, 4), ("hash", 2, 3), ("nstore", 2, 3)];
 
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, pct: u64) -> bool {
-        self.next() % 100 < pct
-    }
-}
-
 /// The case of `seed`: design, workload and the machine's overrides.
 fn case(seed: u64) -> (&'static str, Workload, Vec<(String, String)>) {
-    let mut d = Draw(seed);
-    let design = DESIGNS[d.below(DESIGNS.len())].name;
-    let workload = WORKLOADS[d.below(WORKLOADS.len())];
+    let mut d = Rng::new(seed);
+    let design = DESIGNS[d.below(DESIGNS.len() as u64) as usize].name;
+    let workload = WORKLOADS[d.below(WORKLOADS.len() as u64) as usize];
     let mut sets: Vec<(String, String)> = Vec::new();
     for &(k, v) in SMALL {
-        if d.chance(30) {
+        if d.percent(30) {
             sets.push((k.into(), v.into()));
         }
     }
@@ -137,13 +119,13 @@ fn case(seed: u64) -> (&'static str, Workload, Vec<(String, String)>) {
         }
     }
     for &(k, vs) in CHOICES {
-        if d.chance(40) {
-            sets.push((k.into(), vs[d.below(vs.len())].into()));
+        if d.percent(40) {
+            sets.push((k.into(), vs[d.below(vs.len() as u64) as usize].into()));
         }
     }
     // The write drain's low mark goes with its high one (low <= high).
     if let Some(high) = sets.iter().find(|(k, _)| k == "bank.drain_high_pct").map(|(_, v)| v.clone()) {
-        let low = if d.chance(50) { "0".to_string() } else { high };
+        let low = if d.percent(50) { "0".to_string() } else { high };
         sets.push(("bank.drain_low_pct".into(), low));
     }
     (design, workload, sets)
