@@ -55,7 +55,7 @@ impl Held {
 pub struct RegionFollower {
     /// The regions covering each word: `index[word]` = (start, len) into `cover`.
     cover: Vec<(u32, u32)>,
-    index: FxHashMap<u64, (u32, u32)>,
+    index: FxHashMap<u64, (usize, usize)>,
     /// Per client, per region: (present, missing) words.
     counts: Vec<Vec<(u64, u64)>>,
 }
@@ -65,7 +65,7 @@ impl RegionFollower {
     /// value, or no value).
     pub fn changed(&mut self, order: &RegionOrder, w: u64, old: Option<u64>, new: Option<u64>) {
         let Some(&(start, len)) = self.index.get(&w) else { return };
-        for &(ci, ri) in &self.cover[start as usize..(start + len) as usize] {
+        for &(ci, ri) in &self.cover[start..start + len] {
             let (ci, ri) = (ci as usize, ri as usize);
             let c = &mut self.counts[ci][ri];
             match order.evidence(ci, ri, old) {
@@ -181,7 +181,7 @@ impl RegionOrder {
         let mut i = 0;
         while i < cover.len() {
             let j = i + cover[i..].iter().take_while(|c| c.0 == cover[i].0).count();
-            index.insert(cover[i].0, (i as u32, (j - i) as u32));
+            index.insert(cover[i].0, (i, j - i));
             i = j;
         }
         RegionFollower { cover: cover.into_iter().map(|(_, c, r)| (c, r)).collect(), index, counts }
