@@ -214,3 +214,32 @@ fn the_machines_that_stopped_the_memory_side_schedulers() {
         assert!(check(design, ("rdma-ycsb", 2, 2), &owned(&shared_entry), design));
     }
 }
+
+#[test]
+fn a_write_completing_at_time_zero_completes() {
+    // pm.write_ns = 0 and a flush reaching the MC at once: a write offered at time 0 completes at
+    // time 0, which the MC's offer used to return as its "coalesced, nothing to schedule" answer,
+    // so the entry never retired and a one-entry queue stayed full (every design but baseline
+    // and eADR stopped; found by the CLI draws on a hand-written hot-line trace).
+    let src = "# pmsim trace v1\nthreads 2\nT0 ntstore 0x100000000 8 1\nT0 store 0x100000040 8 2\nT0 dfence\n\
+               T1 rmw 0x100001000 8 3\nT1 ofence\nT1 store 0x100001040 8 4\nT1 dfence\n";
+    let trace = Arc::new(pmsim_trace::text::parse_str("zero.trace", src).unwrap());
+    let mut cfg = Config::default();
+    cfg.set_all([("mc.wpq_entries", "1"), ("pm.write_ns", "0"), ("pb.flush_ns", "0"), ("noc.writeback_ns", "0")])
+        .unwrap();
+    for d in DESIGNS {
+        let req = Request {
+            trace: trace.clone(),
+            design: d.name.to_string(),
+            allow_broken: false,
+            config: cfg.clone(),
+            instants: Instants::Every,
+            model: None,
+            recovery: None,
+            replay_input: "--trace zero.trace".into(),
+            max_failures: 1,
+        };
+        let r = run(&req).unwrap_or_else(|e| panic!("{}: {e}", d.name));
+        assert!(r.ok(), "{}: {:?}", d.name, r.failures.first());
+    }
+}

@@ -520,7 +520,7 @@ impl Machine {
     pub fn mc_write(&mut self, mc: usize, data: LineData, reply: Option<DesignEv>) {
         let now = self.now;
         if let Some(done) = self.mcs[mc].offer(now, data, reply) {
-            if done > 0 {
+            if done != crate::mem::mc::COALESCED {
                 self.schedule(done, Ev::McDone(mc as u16));
             }
             self.persist_version += 1;

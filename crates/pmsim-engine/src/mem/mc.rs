@@ -98,6 +98,9 @@ pub struct WpqEntry {
 
 /// Not started yet (banked model: waits for its bank).
 const UNSTARTED: u64 = u64::MAX;
+/// [`Mc::offer`]'s answer for a write merged into a queued one: no completion to schedule. (Not
+/// 0: with `pm.write_ns = 0` a write offered at time 0 completes at time 0.)
+pub const COALESCED: u64 = u64::MAX;
 
 /// A write waiting for a WPQ entry, with the event to send when it is accepted.
 #[derive(Clone, Copy, Debug)]
@@ -476,8 +479,8 @@ impl<R: Copy> Mc<R> {
     }
 
     /// Offers a write at `now`. Returns `Some(done_time_of_new_entry)` if it started a new media
-    /// write (the caller schedules its completion), `Some(0)` if it coalesced, `None` if it must
-    /// wait (it is queued; `complete` will accept it later).
+    /// write (the caller schedules its completion), `Some(COALESCED)` if it coalesced, `None` if
+    /// it must wait (it is queued; `complete` will accept it later).
     pub fn offer(&mut self, now: u64, data: LineData, reply: Option<R>) -> Option<u64> {
         let seq = self.offered;
         self.offered += 1;
@@ -491,7 +494,7 @@ impl<R: Copy> Mc<R> {
             if let Some(e) = self.wpq.iter_mut().rev().find(|e| e.data.line == data.line && e.start > now) {
                 e.data.merge(&data);
                 self.stats.wpq_coalesced += 1;
-                return Some(0);
+                return Some(COALESCED);
             }
         }
         if self.wpq.len() >= self.cap || !self.waiting.is_empty() {
