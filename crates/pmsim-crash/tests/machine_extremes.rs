@@ -9,10 +9,11 @@
 //! `PMSIM_EXTREMES_CASES=N` runs more cases and `PMSIM_EXTREMES_SEED=S` starts elsewhere; a
 //! failure prints the seed and the `pmsim crash` command that replays it.
 
-use pmsim_crash::{run, Instants, Request};
+use pmsim_crash::{run, Instants, Report, Request};
 use pmsim_engine::design::DESIGNS;
 use pmsim_engine::Config;
-use pmsim_workloads::Rng;
+use pmsim_trace::Trace;
+use pmsim_workloads::{Recovery, Rng};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -150,20 +151,33 @@ fn check(design: &str, workload: Workload, sets: &[(String, String)], what: &str
     let params: BTreeMap<String, String> =
         [("threads".to_string(), threads.to_string()), ("ops".to_string(), ops.to_string())].into();
     let g = pmsim_workloads::generate(w, &params).unwrap();
-    let req = Request {
-        trace: Arc::new(g.trace),
-        design: design.to_string(),
-        allow_broken: false,
-        config: cfg,
-        instants: Instants::Every,
-        model: None,
-        recovery: Some(&*g.recovery),
-        replay_input: format!("--workload {w} -p threads={threads} -p ops={ops}"),
-        max_failures: 1,
-    };
-    let r = run(&req).unwrap_or_else(|e| panic!("{what}: {e}\n  replay: {}", command(design, workload, sets)));
+    let replay = format!("--workload {w} -p threads={threads} -p ops={ops}");
+    let r = every_instant(Arc::new(g.trace), Some(&*g.recovery), design, cfg, replay)
+        .unwrap_or_else(|e| panic!("{what}: {e}\n  replay: {}", command(design, workload, sets)));
     assert!(r.ok(), "{what}: {:?}\n  replay: {}", r.failures.first(), command(design, workload, sets));
     true
+}
+
+/// Crashes `trace` at every instant under `design`, stopping at the first failure.
+fn every_instant(
+    trace: Arc<Trace>,
+    recovery: Option<&dyn Recovery>,
+    design: &str,
+    config: Config,
+    replay_input: String,
+) -> Result<Report, String> {
+    let req = Request {
+        trace,
+        design: design.to_string(),
+        allow_broken: false,
+        config,
+        instants: Instants::Every,
+        model: None,
+        recovery,
+        replay_input,
+        max_failures: 1,
+    };
+    run(&req)
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -228,18 +242,8 @@ fn a_write_completing_at_time_zero_completes() {
     cfg.set_all([("mc.wpq_entries", "1"), ("pm.write_ns", "0"), ("pb.flush_ns", "0"), ("noc.writeback_ns", "0")])
         .unwrap();
     for d in DESIGNS {
-        let req = Request {
-            trace: trace.clone(),
-            design: d.name.to_string(),
-            allow_broken: false,
-            config: cfg.clone(),
-            instants: Instants::Every,
-            model: None,
-            recovery: None,
-            replay_input: "--trace zero.trace".into(),
-            max_failures: 1,
-        };
-        let r = run(&req).unwrap_or_else(|e| panic!("{}: {e}", d.name));
+        let r = every_instant(trace.clone(), None, d.name, cfg.clone(), "--trace zero.trace".into())
+            .unwrap_or_else(|e| panic!("{}: {e}", d.name));
         assert!(r.ok(), "{}: {:?}", d.name, r.failures.first());
     }
 }

@@ -873,25 +873,26 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) __a
   if (!real_##name) \
     real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);
 
-int pthread_mutex_lock(pthread_mutex_t *m) {
-  REAL(pthread_mutex_lock);
-  int r = real_pthread_mutex_lock(m);
-  if (r == 0)
-    sync_ev(K_ACQUIRE, m, 8, 0);
-  return r;
-}
-int pthread_mutex_trylock(pthread_mutex_t *m) {
-  REAL(pthread_mutex_trylock);
-  int r = real_pthread_mutex_trylock(m);
-  if (r == 0)
-    sync_ev(K_ACQUIRE, m, 8, 0);
-  return r;
-}
-int pthread_mutex_unlock(pthread_mutex_t *m) {
-  REAL(pthread_mutex_unlock);
-  sync_ev(K_RELEASE, m, 8, 0);
-  return real_pthread_mutex_unlock(m);
-}
+/* A lock (or wait) is an acquire once it succeeded; an unlock (post, signal, arrival) a
+ * release before it lets another thread on. */
+#define ACQUIRE_ON_SUCCESS(ret, name, obj, size, params, args) \
+  ret name params { \
+    REAL(name); \
+    ret r = real_##name args; \
+    if (r == 0) \
+      sync_ev(K_ACQUIRE, obj, size, 0); \
+    return r; \
+  }
+#define RELEASE_BEFORE(ret, name, obj, size, params, args) \
+  ret name params { \
+    REAL(name); \
+    sync_ev(K_RELEASE, obj, size, 0); \
+    return real_##name args; \
+  }
+
+ACQUIRE_ON_SUCCESS(int, pthread_mutex_lock, m, 8, (pthread_mutex_t *m), (m))
+ACQUIRE_ON_SUCCESS(int, pthread_mutex_trylock, m, 8, (pthread_mutex_t *m), (m))
+RELEASE_BEFORE(int, pthread_mutex_unlock, m, 8, (pthread_mutex_t *m), (m))
 int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
   REAL(pthread_cond_wait);
   sync_ev(K_RELEASE, m, 8, 0);
@@ -908,40 +909,16 @@ int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct t
   sync_ev(K_ACQUIRE, m, 8, 0);
   return r;
 }
-int pthread_cond_signal(pthread_cond_t *c) {
-  REAL(pthread_cond_signal);
-  sync_ev(K_RELEASE, c, 8, 0);
-  return real_pthread_cond_signal(c);
-}
-int pthread_cond_broadcast(pthread_cond_t *c) {
-  REAL(pthread_cond_broadcast);
-  sync_ev(K_RELEASE, c, 8, 0);
-  return real_pthread_cond_broadcast(c);
-}
+RELEASE_BEFORE(int, pthread_cond_signal, c, 8, (pthread_cond_t *c), (c))
+RELEASE_BEFORE(int, pthread_cond_broadcast, c, 8, (pthread_cond_t *c), (c))
 
 /* The other blocking primitives order threads as a mutex does: what one thread did before it
  * unlocks, posts or arrives happens before what another does after it locks, waits or leaves.
  * Their code is in libc (not instrumented), so without these the trace would not order the
  * threads there at all: the engine could replay a reader ahead of the writer it waited for, and
- * the checker would not require the writer's persists before the reader's. Each is an acquire
- * after a successful wait and a release before a post, unlock or arrival. Releases of one
+ * the checker would not require the writer's persists before the reader's. Releases of one
  * address are ordered among themselves (each writes the word), so an acquire after a barrier
  * follows every thread's arrival, and an acquire of a semaphore follows every earlier post. */
-#define ACQUIRE_ON_SUCCESS(ret, name, obj, size, params, args) \
-  ret name params { \
-    REAL(name); \
-    ret r = real_##name args; \
-    if (r == 0) \
-      sync_ev(K_ACQUIRE, obj, size, 0); \
-    return r; \
-  }
-#define RELEASE_BEFORE(ret, name, obj, size, params, args) \
-  ret name params { \
-    REAL(name); \
-    sync_ev(K_RELEASE, obj, size, 0); \
-    return real_##name args; \
-  }
-
 ACQUIRE_ON_SUCCESS(int, pthread_mutex_timedlock, m, 8,
                    (pthread_mutex_t *m, const struct timespec *ts), (m, ts))
 ACQUIRE_ON_SUCCESS(int, pthread_rwlock_rdlock, l, 8, (pthread_rwlock_t *l), (l))
