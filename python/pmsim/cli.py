@@ -112,8 +112,10 @@ def summary(s: dict) -> str:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from pmsim.sweep import jobs_for, run_jobs
+    from pmsim.sweep import jobs_for, run_jobs, table_format
 
+    if a.output:
+        table_format(a.output)
     params = _kv(a.param, "parameter")
     params.update(_kv(a.set, "--set"))
     designs = a.designs.split(",") if a.designs else [d for d, _ in api.designs()]
@@ -141,7 +143,9 @@ def cmd_compare(a: argparse.Namespace) -> int:
     ]
     print(df[cols].to_string(index=False))
     if a.output:
-        write_atomic(a.output, df.to_csv(index=False))
+        from pmsim.sweep import write_table
+
+        write_table(df, a.output)
     return 0
 
 
@@ -162,8 +166,10 @@ def _compare_trace(a: argparse.Namespace, designs: list[str]):
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from pmsim.sweep import jobs_for, run_jobs
+    from pmsim.sweep import jobs_for, run_jobs, table_format
 
+    if a.output:
+        table_format(a.output)
     fixed = _kv(a.param, "parameter")
     fixed.update(_kv(a.set, "--set"))
     grid = {k: v.split(",") for k, v in _kv(a.grid, "--grid").items()}
@@ -566,7 +572,9 @@ def parser() -> argparse.ArgumentParser:
         "--designs", metavar="A,B,...", help=f"comma-separated designs (default: all: {_designs_help()})"
     )
     c.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
-    c.add_argument("-o", "--output", metavar="FILE", help="write the table as CSV")
+    c.add_argument(
+        "-o", "--output", metavar="FILE", help="write the table: .csv, .parquet or .json; no suffix: CSV"
+    )
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     c.set_defaults(fn=cmd_compare)
 
@@ -598,7 +606,10 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--cluster-jobs", type=_int_at_least(1), default=4, help="workers of --cluster")
     s.add_argument(
-        "-o", "--output", metavar="FILE", help="write the rows: .parquet as Parquet, anything else as CSV"
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the rows: .csv, .parquet or .json (one object per row); no suffix: CSV",
     )
     s.add_argument(
         "--no-cache", action="store_true", help="rerun every run instead of reusing cached results"

@@ -156,16 +156,42 @@ def run_jobs(
     return pd.DataFrame(rows)
 
 
+TABLE_FORMATS = {".csv": "CSV", ".parquet": "Parquet", ".json": "JSON"}
+
+
+def table_format(path: str) -> str:
+    """The format a sweep's rows are written in, from ``path``'s suffix; checked before a sweep runs.
+
+    ``.csv``, ``.parquet`` and ``.json`` (one object per row); a path without a suffix (or a
+    device such as ``/dev/stdout``) gets CSV. Any other suffix is refused rather than written as
+    CSV under a name that promises something else (``results.xlsx``).
+    """
+    from pathlib import Path
+
+    from pmsim import PmsimError
+
+    suffix = Path(path).suffix.lower()
+    if suffix in TABLE_FORMATS:
+        return suffix
+    if not suffix or str(path).startswith("/dev/"):
+        return ".csv"
+    known = ", ".join(TABLE_FORMATS)
+    raise PmsimError(f"output {path}: unknown table format '{suffix}' (use {known}, or no suffix for CSV)")
+
+
 def write_table(df: pd.DataFrame, path: str) -> None:
-    """Writes a sweep's rows: Parquet for ``.parquet`` (pyarrow), CSV otherwise; atomically."""
+    """Writes a sweep's rows in the format of :func:`table_format`; atomically."""
     from pmsim.output import write_bytes
 
-    if str(path).endswith(".parquet"):
+    fmt = table_format(path)
+    if fmt == ".parquet":
         import io
 
         buf = io.BytesIO()
         df.to_parquet(buf, index=False, engine="pyarrow")
         write_bytes(path, buf.getvalue())
+    elif fmt == ".json":
+        write_bytes(path, df.to_json(orient="records", indent=1).encode() + b"\n")
     else:
         write_bytes(path, df.to_csv(index=False).encode())
 

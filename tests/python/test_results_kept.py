@@ -37,6 +37,46 @@ def test_sweep_parquet_has_the_columns_of_pmsim_sweep(tmp_path, monkeypatch):
     assert list(cli_df.sim_time_ns) == list(api_df.sim_time_ns)
 
 
+def test_sweep_and_compare_write_the_format_their_suffix_names_and_refuse_others(tmp_path):
+    args = ["sweep", "--designs", "baseline,eadr", "--workloads", "array", "-p", "ops=10", "-j", "1", "-q"]
+    env = _env(tmp_path / "cache")
+    as_json = tmp_path / "r.json"
+    p = subprocess.run([*PMSIM, *args, "-o", as_json], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    rows = pd.read_json(as_json, orient="records")
+    as_csv = tmp_path / "r.csv"
+    assert subprocess.run([*PMSIM, *args, "-o", as_csv], capture_output=True, env=env).returncode == 0
+    assert list(rows.design) == ["baseline", "eadr"]
+    assert list(rows.sim_time_ps) == list(pd.read_csv(as_csv).sim_time_ps)
+    # A suffix that promises another format is refused before anything runs, naming the file.
+    for cmd in (args, ["compare", "--workload", "array", "-p", "ops=10", "--designs", "baseline", "-q"]):
+        bad = tmp_path / "r.xlsx"
+        p = subprocess.run([*PMSIM, *cmd, "-o", bad], capture_output=True, text=True, env=env)
+        assert p.returncode == 2, p.stderr
+        assert "r.xlsx" in p.stderr and "'.xlsx'" in p.stderr and "Traceback" not in p.stderr
+        assert not bad.exists()
+    p = subprocess.run(
+        [
+            *PMSIM,
+            "compare",
+            "--workload",
+            "array",
+            "-p",
+            "ops=10",
+            "--designs",
+            "baseline,eadr",
+            "-q",
+            "-o",
+            as_json,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    assert set(pd.read_json(as_json, orient="records").design) == {"baseline", "eadr"}
+
+
 def test_interrupted_sweep_restarted_reuses_cached_runs_and_gives_identical_tables(tmp_path):
     cache = tmp_path / "cache"
     out = tmp_path / "resumed.csv"

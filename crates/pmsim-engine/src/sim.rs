@@ -80,6 +80,15 @@ impl Simulator {
         }
         let mut cfg = cfg.clone();
         cfg.core.count = cfg.core.count.max(threads);
+        // Checked here, not with the rest of the configuration: the cores a run has are
+        // core.count raised to the trace's threads, known only now.
+        if cfg.broi.remote_threads >= cfg.core.count {
+            return Err(SimError::Setup(format!(
+                "parameter 'broi.remote_threads': must be below the number of cores ({}: core.count, raised to \
+                 the trace's {threads} threads), got {}",
+                cfg.core.count, cfg.broi.remote_threads
+            )));
+        }
         let mut m = Machine::new(&cfg, pm, record);
         m.track_data = record;
         for c in 0..threads {

@@ -214,3 +214,27 @@ fn a_remote_entry_shared_with_a_remote_style_core_serves_both() {
     assert_eq!(st.design_stats["remote_submitted"], 40.0);
     assert_eq!(st.design_stats["persist_requests"], 80.0);
 }
+
+#[test]
+fn remote_style_cores_count_from_the_cores_the_run_has() {
+    // core.count is raised to the trace's threads, so `broi.remote_threads` is checked against
+    // the cores a run has: 2 configured, 4 threads, the last 2 remote-style.
+    let mut src = String::from("# pmsim trace v1\nthreads 4\n");
+    for t in 0..4u64 {
+        for i in 0..5u64 {
+            src.push_str(&format!("T{t} store {:#x} 8 {:x}\nT{t} ofence\n", BASE + t * 0x10_0000 + i * 64, i + 1));
+        }
+    }
+    let remote = |n: &str| {
+        let c = banked(&[("core.count", "2"), ("broi.remote_entries", "4"), ("broi.remote_threads", n)]);
+        RunStats::collect(&run(&src, &c, "broi")).design_stats["broi_remote_picks"]
+    };
+    assert_eq!(remote("1"), 5.0);
+    assert_eq!(remote("2"), 10.0);
+    assert_eq!(remote("3"), 15.0);
+    // Every core remote-style leaves no local one: refused, naming the cores the run has.
+    let c = banked(&[("core.count", "2"), ("broi.remote_entries", "4"), ("broi.remote_threads", "4")]);
+    let t = Arc::new(parse_str("t", &src).unwrap());
+    let err = simulator(&t, &c, "broi", false, false).err().expect("refused").to_string();
+    assert!(err.contains("broi.remote_threads") && err.contains("(4: core.count"), "{err}");
+}

@@ -180,7 +180,8 @@ impl Delegated {
                 queue_cap: vec![0; cfg.mc.count],
             },
             local_entries: n,
-            remote_from: n - cfg.broi.remote_threads,
+            // Simulator::new refuses remote_threads >= cores before this is used.
+            remote_from: n.saturating_sub(cfg.broi.remote_threads),
             remote_entries: cfg.broi.remote_entries,
             slots: cfg.broi.entry_slots,
             barrier_regs: cfg.broi.barrier_regs,
