@@ -191,6 +191,32 @@ def parse_pm(spec: str) -> str:
     raise PmsimError(f"--pm {spec}: expected heap, dax:DIR, pmdk or range:ADDR:SIZE")
 
 
+def meta_value(text: str) -> str:
+    """`text` as one line of valid UTF-8 (a META record's rule): bytes that are not UTF-8 (an
+    argument passed as raw bytes) as ``\\xNN``, line breaks and other controls escaped."""
+    raw = os.fsencode(text).decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in raw)
+
+
+def add_meta_text(path: Path, meta: list[tuple[str, str]]) -> None:
+    """Writes `meta` into the text trace `path` as ``# meta`` comment lines after its header."""
+    if not meta:
+        return
+    lines = path.read_text().split("\n", 1)
+    comments = "".join(f"# meta {k}={v}\n" for k, v in meta)
+    path.write_text(lines[0] + "\n" + comments + (lines[1] if len(lines) > 1 else ""))
+
+
+def add_meta_binary(path: Path, meta: list[tuple[str, str]]) -> None:
+    """Writes `meta` into the binary trace `path` as one META record before its END record."""
+    if not meta:
+        return
+    data = path.read_bytes()
+    text = "\n".join(f"{k}={v}" for k, v in meta).encode()
+    record = b"\x03" + struct.pack("<I", len(text)) + text
+    path.write_bytes(data[:-13] + record + data[-13:])
+
+
 def _repair(path: Path, why: str) -> None:
     """Cuts a binary trace without END after its last whole record and marks it incomplete."""
     data = path.read_bytes()
@@ -256,19 +282,19 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
     if not os.access(exe, os.X_OK):
         raise PmsimError(f"trace record: program '{prog}' is not executable")
     out = Path(output)
-    text = out.suffix in (".trace", ".txt")
+    text = out.suffix.lower() in (".trace", ".txt")
     if out.parent and not out.parent.exists():
         raise PmsimError(f"-o {output}: directory '{out.parent}' does not exist")
     tmp = out.with_name(out.name + ".partial.bin")
     meta = "\n".join(
         [
             "tool=pmsim trace record (clang pass plugin + runtime)",
-            f"program={prog}",
-            f"args={shlex.join(argv[1:])}",
-            f"pm={pm}",
+            f"program={meta_value(prog)}",
+            f"args={meta_value(shlex.join(argv[1:]))}",
+            f"pm={meta_value(pm)}",
             f"volatile={volatile}",
             f"compute={compute}",
-            f"cwd={os.getcwd()}",
+            f"cwd={meta_value(os.getcwd())}",
         ]
     )
     env = dict(os.environ)
@@ -297,11 +323,7 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
             _repair(tmp, f"exited with status {r.returncode} without finishing the trace")
         if text:
             _core.trace_convert(str(tmp), str(out) + ".partial", False)
-            lines = Path(str(out) + ".partial").read_text().split("\n", 1)
-            comments = "".join(f"# meta {k}={v}\n" for k, v in _core.trace_meta(str(tmp)))
-            Path(str(out) + ".partial").write_text(
-                lines[0] + "\n" + comments + (lines[1] if len(lines) > 1 else "")
-            )
+            add_meta_text(Path(str(out) + ".partial"), _core.trace_meta(str(tmp)))
             os.replace(str(out) + ".partial", out)
             tmp.unlink()
         else:
@@ -335,5 +357,5 @@ def check_complete(path: str | None, allow: bool) -> None:
     if "incomplete" in meta:
         raise PmsimError(
             f"{path}: the trace is incomplete ({meta['incomplete']}); "
-            "pass --allow-incomplete to use it anyway"
+            "pass --allow-incomplete (allow_incomplete=True in Python) to use it anyway"
         )

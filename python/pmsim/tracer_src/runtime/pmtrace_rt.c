@@ -30,6 +30,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 enum {
@@ -59,8 +61,12 @@ enum {
 
 enum pm_mode { PM_HEAP, PM_DAX, PM_PMDK, PM_RANGE };
 
-static int g_on;                 /* tracing enabled */
+/* Tracing enabled. Atomic (sequentially consistent) because finish() turns it off and then waits
+ * for every thread's event in progress (tbuf.busy): a thread marks itself busy, then checks it. */
+static atomic_int g_on;
 static int g_fd = -1;
+static pid_t g_pid; /* the traced process (a vfork child shares our memory but is not it) */
+static int g_child; /* a forked child: traces nothing, may close the trace's descriptor */
 static enum pm_mode g_mode;
 static int g_drop_volatile;
 static char g_dax_dir[4096];
@@ -88,6 +94,7 @@ static struct pm_file g_files[MAX_RANGES];
 static int g_nfiles; /* under g_range_lock */
 
 struct tbuf {
+  atomic_int busy; /* inside enter() .. leave(): finish() waits for it to clear */
   uint32_t tid;
   uint32_t count;
   uint64_t prev_gid;
@@ -98,6 +105,35 @@ struct tbuf {
 static struct tbuf *g_bufs[MAX_THREADS];
 static __thread struct tbuf *t_buf;
 static __thread int t_in_hook; /* inside a wrapper that emits its own events */
+/* Inside the runtime's event code (enter() .. leave()). A signal handler that runs
+ * instrumented code while its thread is here must not touch the thread's half-written buffer
+ * or wait for a lock the thread holds: its events are deferred (struct pend) and written by
+ * the interrupted thread as soon as it leaves, in the order they happened. */
+static __thread volatile int t_busy;
+struct pend {
+  uint8_t what, kind, size, has_value;
+  const void *addr;
+  const char *label;
+  uint8_t value[64];
+};
+#define MAX_PEND 4096
+static __thread struct pend *t_pend;
+static __thread uint32_t t_pend_n; /* records appended (atomic: a nested handler appends too) */
+static __thread uint32_t t_pend_done;
+/* Trace thread slots of threads that were joined, for reuse by later threads, and the slots of
+ * threads that ended and await their join, by pthread_t (g_slot_lock). */
+static uint8_t g_slot_free[MAX_THREADS];
+static unsigned g_nfree;
+/* Joins so far, and at which one each free slot was freed: a thread may take a slot only if
+ * it was freed before the thread was created (t_created_gen), so two threads that could run
+ * at the same time never share one. Threads not created through pthread_create here (main)
+ * have generation 0 and take new slots. */
+static uint64_t g_free_gen;
+static uint64_t g_slot_gen[MAX_THREADS];
+static __thread uint64_t t_created_gen;
+#define ENDED_SLOTS 8192
+static struct { pthread_t t; uint32_t tid; uint8_t used; } g_ended[ENDED_SLOTS];
+static atomic_flag g_slot_lock = ATOMIC_FLAG_INIT;
 /* Inside pmemobj_create/open, pmem_map_file or pmem2_map_new (--pm pmdk): the shared file
  * mappings the library makes are the pool, registered as PM when mapped, so the pool's
  * initialisation is traced as PM. */
@@ -118,13 +154,24 @@ static void *raw_mmap(size_t len) {
   return (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 }
 
-static void die(const char *msg) {
+static void finish(const char *incomplete);
+
+/* A fatal error of the runtime: one message, the trace finished (what was buffered, marked
+ * incomplete with the reason), exit status 2. `trace_ok` = 0 where the trace file itself failed
+ * (or its lock is held), so nothing more is written to it. */
+static void die_(const char *msg, int trace_ok) {
   char buf[512];
   int n = snprintf(buf, sizeof buf, "pmsim: error: tracer runtime: %s\n", msg);
   if (write(2, buf, (size_t)n) < 0) {
   }
-  _exit(2);
+  if (trace_ok) {
+    snprintf(buf, sizeof buf, "incomplete=tracer runtime: %s", msg);
+    finish(buf);
+  }
+  syscall(SYS_exit_group, 2); /* not _exit: the wrapper below would finish the trace again */
+  __builtin_unreachable();
 }
+static void die(const char *msg) { die_(msg, 1); }
 
 static void write_all(const void *p, size_t n) {
   const uint8_t *b = p;
@@ -133,7 +180,7 @@ static void write_all(const void *p, size_t n) {
     if (w < 0) {
       if (errno == EINTR)
         continue;
-      die("cannot write the trace file");
+      die_("cannot write the trace file", 0);
     }
     b += w;
     n -= (size_t)w;
@@ -287,24 +334,103 @@ static void flush_buf(struct tbuf *b) {
   b->len = 0;
 }
 
+/* The calling thread's buffer, taking a trace thread slot on its first event: the lowest slot
+ * of a thread that was joined (the join ordered that thread's end before what the joiner did
+ * next, so its events and this thread's follow each other in one stream), else a new one. */
 static struct tbuf *my_buf(void) {
   struct tbuf *b = t_buf;
   if (b)
     return b;
-  unsigned tid = atomic_fetch_add(&g_threads, 1);
-  if (tid >= MAX_THREADS)
-    die("more than 4096 threads");
-  b = raw_mmap(sizeof *b);
-  b->tid = tid;
-  g_bufs[tid] = b;
+  spin_lock(&g_slot_lock);
+  unsigned tid = MAX_THREADS;
+  if (g_nfree) {
+    unsigned n = atomic_load(&g_threads);
+    for (tid = 0; tid < n && !(g_slot_free[tid] && g_slot_gen[tid] <= t_created_gen); tid++)
+      ;
+    if (tid < n) {
+      g_slot_free[tid] = 0;
+      g_nfree--;
+      b = g_bufs[tid];
+      memset(b->open, 0, sizeof b->open);
+    }
+  }
+  spin_unlock(&g_slot_lock);
+  if (!b) {
+    tid = atomic_fetch_add(&g_threads, 1);
+    if (tid >= MAX_THREADS) {
+      atomic_fetch_sub(&g_threads, 1);
+      die("more than 4096 threads alive at once");
+    }
+    b = raw_mmap(sizeof *b);
+    b->tid = tid;
+    g_bufs[tid] = b;
+    /* The header's thread count covers every thread before its first block is written. */
+    spin_lock(&g_file_lock);
+    uint32_t n = atomic_load(&g_threads);
+    if (!atomic_load(&g_finished) && pwrite(g_fd, &n, 4, 12) != 4)
+      die_("cannot update the trace header", 0);
+    spin_unlock(&g_file_lock);
+  }
   t_buf = b;
-  /* The header's thread count covers every thread before its first block is written. */
-  spin_lock(&g_file_lock);
-  uint32_t n = atomic_load(&g_threads);
-  if (pwrite(g_fd, &n, 4, 12) != 4)
-    die("cannot update the trace header");
-  spin_unlock(&g_file_lock);
   return b;
+}
+
+/* The thread ends: its buffer is written out, and its slot waits for the thread's join (a
+ * thread that is never joined, detached, keeps it). Events the dying thread still makes take a
+ * new slot. */
+static void end_slot(void) {
+  struct tbuf *b = t_buf;
+  if (!b || !g_on)
+    return;
+  t_busy = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  atomic_store(&b->busy, 1);
+  if (g_on)
+    flush_buf(b);
+  t_buf = NULL;
+  atomic_store_explicit(&b->busy, 0, memory_order_release);
+  pthread_t self = pthread_self();
+  spin_lock(&g_slot_lock);
+  for (unsigned i = 0, h = (unsigned)((uint64_t)self * 0x9E3779B97F4A7C15ULL >> 51); i < ENDED_SLOTS; i++)
+    if (!g_ended[(h + i) % ENDED_SLOTS].used) {
+      g_ended[(h + i) % ENDED_SLOTS].t = self;
+      g_ended[(h + i) % ENDED_SLOTS].tid = b->tid;
+      g_ended[(h + i) % ENDED_SLOTS].used = 1;
+      break;
+    }
+  spin_unlock(&g_slot_lock);
+  atomic_signal_fence(memory_order_seq_cst);
+  t_busy = 0;
+}
+
+/* Thread `t` was joined: its slot is free for the threads created from now on. */
+static void free_slot(pthread_t t) {
+  spin_lock(&g_slot_lock);
+  for (unsigned i = 0, h = (unsigned)((uint64_t)t * 0x9E3779B97F4A7C15ULL >> 51); i < ENDED_SLOTS; i++) {
+    unsigned k = (h + i) % ENDED_SLOTS;
+    if (!g_ended[k].used)
+      break;
+    if (pthread_equal(g_ended[k].t, t)) {
+      g_slot_free[g_ended[k].tid] = 1;
+      g_slot_gen[g_ended[k].tid] = ++g_free_gen;
+      g_nfree++;
+      /* Backward-shift deletion keeps the probe chains whole. */
+      unsigned j = k;
+      for (;;) {
+        j = (j + 1) % ENDED_SLOTS;
+        if (!g_ended[j].used)
+          break;
+        unsigned home = (unsigned)((uint64_t)g_ended[j].t * 0x9E3779B97F4A7C15ULL >> 51) % ENDED_SLOTS;
+        if ((j > k && (home <= k || home > j)) || (j < k && home <= k && home > j)) {
+          g_ended[k] = g_ended[j];
+          k = j;
+        }
+      }
+      g_ended[k].used = 0;
+      break;
+    }
+  }
+  spin_unlock(&g_slot_lock);
 }
 
 /* Starts an event: gid and kind byte. */
@@ -336,9 +462,69 @@ static inline void compute_ev(struct tbuf *b) {
   end_ev(b, put_varint(begin_ev(b, gid, K_COMPUTE), n));
 }
 
-/* One memory event of at most 64 bytes within one line. */
-static inline void mem_ev(unsigned kind, uint64_t taddr, const void *value, unsigned size) {
+/* ---------- entering and leaving the event code ---------- */
+
+/* Marks the thread inside the event code; its buffer, or NULL when tracing is off. The caller
+ * has checked t_busy (a reentered call is deferred instead). */
+static inline struct tbuf *enter(void) {
+  t_busy = 1;
+  atomic_signal_fence(memory_order_seq_cst);
   struct tbuf *b = my_buf();
+  atomic_store(&b->busy, 1); /* sequentially consistent: against finish()'s g_on = 0 */
+  if (!g_on) {
+    atomic_store_explicit(&b->busy, 0, memory_order_release);
+    atomic_signal_fence(memory_order_seq_cst);
+    t_busy = 0;
+    return NULL;
+  }
+  return b;
+}
+
+static void drain_pending(void);
+
+static inline void leave(struct tbuf *b) {
+  atomic_store_explicit(&b->busy, 0, memory_order_release);
+  atomic_signal_fence(memory_order_seq_cst);
+  t_busy = 0;
+  atomic_signal_fence(memory_order_seq_cst);
+  if (__atomic_load_n(&t_pend_n, __ATOMIC_RELAXED))
+    drain_pending();
+}
+
+/* Records an event a signal handler caused while its thread was inside the event code. Values
+ * are copied now (the handler may write the word again before they are written out). */
+enum { P_MEM, P_SYNC, P_FENCE, P_FLUSH, P_OP };
+static void defer(unsigned what, unsigned kind, const void *addr, uint64_t size, int with_value,
+                  const char *label) {
+  if (!t_pend) {
+    struct pend *m = raw_mmap(sizeof(struct pend) * MAX_PEND);
+    struct pend *none = NULL;
+    if (!__atomic_compare_exchange_n(&t_pend, &none, m, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+      syscall(SYS_munmap, m, sizeof(struct pend) * MAX_PEND); /* a nested handler was first */
+  }
+  do {
+    unsigned n = (unsigned)(size > 64 ? 64 : size);
+    uint32_t i = __atomic_fetch_add(&t_pend_n, 1, __ATOMIC_SEQ_CST);
+    if (i >= MAX_PEND)
+      die("a signal handler made more than 4096 traced accesses while its thread was inside the tracer");
+    struct pend *r = &t_pend[i];
+    r->what = (uint8_t)what;
+    r->kind = (uint8_t)kind;
+    r->size = (uint8_t)n;
+    r->has_value = (uint8_t)(with_value != 0);
+    r->addr = addr;
+    r->label = label;
+    if (with_value)
+      memcpy(r->value, addr, n);
+    addr = (const uint8_t *)addr + n;
+    size -= n;
+  } while (size);
+}
+
+/* ---------- events (between enter() and leave()) ---------- */
+
+/* One memory event of at most 64 bytes within one line. */
+static inline void mem_ev(struct tbuf *b, unsigned kind, uint64_t taddr, const void *value, unsigned size) {
   compute_ev(b);
   uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
   uint8_t *p = begin_ev(b, gid, kind | (value ? 0x80 : 0));
@@ -351,25 +537,41 @@ static inline void mem_ev(unsigned kind, uint64_t taddr, const void *value, unsi
   end_ev(b, p);
 }
 
+/* A load/store of any size at program address `a`, split at line boundaries; `value` the
+ * bytes written (NULL for a load). */
+static void emit_mem(struct tbuf *b, unsigned kind, uint64_t a, uint64_t size, const uint8_t *value) {
+  int pm;
+  uint64_t t = translate(a, &pm);
+  while (size) {
+    uint64_t room = LINE - (t & (LINE - 1));
+    unsigned n = (unsigned)(size < room ? size : room);
+    mem_ev(b, kind, t, value, n);
+    if (value)
+      value += n;
+    t += n;
+    size -= n;
+  }
+}
+
 /* A load/store of any size: split at line boundaries and 64 bytes. */
 static void mem_access(unsigned kind, const void *addr, uint64_t size, int with_value) {
   if (!g_on || !size)
     return;
-  uint64_t a = (uint64_t)addr;
   int pm;
-  uint64_t t = translate(a, &pm);
+  translate((uint64_t)addr, &pm);
   if (!pm && g_drop_volatile) {
     __pmt_icount++; /* still an instruction the thread executes */
     return;
   }
-  while (size) {
-    uint64_t room = LINE - (t & (LINE - 1));
-    unsigned n = (unsigned)(size < room ? size : room);
-    mem_ev(kind, t, with_value ? (const void *)a : NULL, n);
-    a += n;
-    t += n;
-    size -= n;
+  if (t_busy) {
+    defer(P_MEM, kind, addr, size, with_value, NULL);
+    return;
   }
+  struct tbuf *b = enter();
+  if (!b)
+    return;
+  emit_mem(b, kind, (uint64_t)addr, size, with_value ? addr : NULL);
+  leave(b);
 }
 
 /* ---------- sync events: ordinals per address ---------- */
@@ -392,21 +594,22 @@ static struct sync_slot *sync_slot(unsigned stripe, uint64_t addr) {
       return s;
     }
   }
+  spin_unlock(&g_sync_lock[stripe]);
   die("too many distinct synchronisation addresses");
   return NULL;
 }
 
-/* acquire / release / rmw on `addr` (program address). */
-static void sync_ev(unsigned kind, const void *addr, unsigned size, int with_value) {
-  if (!g_on)
-    return;
+/* acquire / release / rmw at program address `addr`; `value` the bytes an rmw wrote. An rmw
+ * across a line boundary (a split lock) is an rmw of its first line's bytes and a store of the
+ * rest: a trace event stays within one line. */
+static void emit_sync(struct tbuf *b, unsigned kind, const void *addr, unsigned size, const uint8_t *value) {
   int pm;
   uint64_t t = translate((uint64_t)addr, &pm);
+  unsigned whole = size ? size : 1;
   if (size > LINE - (t & (LINE - 1)))
     size = (unsigned)(LINE - (t & (LINE - 1)));
   if (!size)
     size = 1;
-  struct tbuf *b = my_buf();
   compute_ev(b);
   unsigned stripe = (unsigned)((t >> 3) * 0x9E3779B97F4A7C15ULL >> 58);
   spin_lock(&g_sync_lock[stripe]);
@@ -417,40 +620,116 @@ static void sync_ev(unsigned kind, const void *addr, unsigned size, int with_val
   if (kind != K_ACQUIRE)
     s->nrel++;
   spin_unlock(&g_sync_lock[stripe]);
-  uint8_t *p = begin_ev(b, gid, kind | (with_value ? 0x80 : 0));
+  uint8_t *p = begin_ev(b, gid, kind | (value ? 0x80 : 0));
   p = put_varint(p, t);
   *p++ = (uint8_t)size;
   p = put_varint(p, ord);
-  if (with_value) {
-    memcpy(p, addr, size);
+  if (value) {
+    memcpy(p, value, size);
     p += size;
   }
   end_ev(b, p);
+  if (value && whole > size)
+    emit_mem(b, K_STORE, (uint64_t)addr + size, whole - size, value + size);
 }
 
-static void fence_ev(unsigned kind) {
+static void sync_ev(unsigned kind, const void *addr, unsigned size, int with_value) {
   if (!g_on)
     return;
-  struct tbuf *b = my_buf();
+  if (t_busy) {
+    defer(P_SYNC, kind, addr, size, with_value, NULL);
+    return;
+  }
+  struct tbuf *b = enter();
+  if (!b)
+    return;
+  emit_sync(b, kind, addr, size, with_value ? addr : NULL);
+  leave(b);
+}
+
+static void emit_fence(struct tbuf *b, unsigned kind) {
   compute_ev(b);
   uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
   end_ev(b, begin_ev(b, gid, kind));
 }
 
-static void flush_ev(unsigned kind, const void *addr) {
+static void fence_ev(unsigned kind) {
   if (!g_on)
     return;
+  if (t_busy) {
+    defer(P_FENCE, kind, NULL, 0, 0, NULL);
+    return;
+  }
+  struct tbuf *b = enter();
+  if (!b)
+    return;
+  emit_fence(b, kind);
+  leave(b);
+}
+
+static void emit_flush(struct tbuf *b, unsigned kind, const void *addr) {
   int pm;
   uint64_t t = translate((uint64_t)addr, &pm);
-  if (!pm && g_drop_volatile)
-    return;
-  struct tbuf *b = my_buf();
   compute_ev(b);
   uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
   uint8_t *p = begin_ev(b, gid, kind);
   p = put_varint(p, t);
   *p++ = 1;
   end_ev(b, p);
+}
+
+static void flush_ev(unsigned kind, const void *addr) {
+  if (!g_on)
+    return;
+  int pm;
+  translate((uint64_t)addr, &pm);
+  if (!pm && g_drop_volatile)
+    return;
+  if (t_busy) {
+    defer(P_FLUSH, kind, addr, 0, 0, NULL);
+    return;
+  }
+  struct tbuf *b = enter();
+  if (!b)
+    return;
+  emit_flush(b, kind, addr);
+  leave(b);
+}
+
+static void emit_op(struct tbuf *b, unsigned kind, const char *label);
+
+/* Writes the deferred events, oldest first, until none is left (a handler may add more
+ * meanwhile). */
+static void drain_pending(void) {
+  for (;;) {
+    struct tbuf *b = enter();
+    uint32_t n;
+    while (t_pend_done < (n = __atomic_load_n(&t_pend_n, __ATOMIC_SEQ_CST))) {
+      const struct pend *r = &t_pend[t_pend_done++];
+      if (!b)
+        continue; /* tracing ended: dropped with everything else */
+      const uint8_t *v = r->has_value ? r->value : NULL;
+      switch (r->what) {
+      case P_MEM: emit_mem(b, r->kind, (uint64_t)r->addr, r->size, v); break;
+      case P_SYNC: emit_sync(b, r->kind, r->addr, r->size, v); break;
+      case P_FENCE: emit_fence(b, r->kind); break;
+      case P_FLUSH: emit_flush(b, r->kind, r->addr); break;
+      default: emit_op(b, r->kind, r->label); break;
+      }
+    }
+    /* All written: empty the list unless a handler appended since (then go round again). */
+    int emptied = __atomic_compare_exchange_n(&t_pend_n, &n, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    if (emptied)
+      t_pend_done = 0;
+    if (b) {
+      atomic_store_explicit(&b->busy, 0, memory_order_release);
+      atomic_signal_fence(memory_order_seq_cst);
+    }
+    t_busy = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (emptied && !__atomic_load_n(&t_pend_n, __ATOMIC_SEQ_CST))
+      return;
+  }
 }
 
 /* ---------- hooks called by instrumented code ---------- */
@@ -508,12 +787,9 @@ static uint32_t label_id(const char *label, const char *fn) {
   return n;
 }
 
-static void op_ev(unsigned kind, const char *label) {
-  if (!g_on)
-    return;
+static void emit_op(struct tbuf *b, unsigned kind, const char *label) {
   const char *fn = kind == K_BEGIN ? "pmsim_begin" : "pmsim_end";
   uint32_t id = label_id(label, fn);
-  struct tbuf *b = my_buf();
   if (kind == K_BEGIN) {
     b->open[id]++;
   } else if (b->open[id]) {
@@ -527,6 +803,20 @@ static void op_ev(unsigned kind, const char *label) {
   compute_ev(b);
   uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
   end_ev(b, put_varint(begin_ev(b, gid, kind), id));
+}
+
+static void op_ev(unsigned kind, const char *label) {
+  if (!g_on)
+    return;
+  if (t_busy) {
+    defer(P_OP, kind, NULL, 0, 0, label);
+    return;
+  }
+  struct tbuf *b = enter();
+  if (!b)
+    return;
+  emit_op(b, kind, label);
+  leave(b);
 }
 
 void pmsim_begin(const char *label) { op_ev(K_BEGIN, label); }
@@ -547,14 +837,35 @@ static void write_meta(const char *text) {
   spin_unlock(&g_file_lock);
 }
 
-static void finish(const char *incomplete) {
-  if (!g_on || atomic_exchange(&g_finished, 1))
-    return;
-  if (t_buf) /* the exiting thread's work after its last event */
+/* Ends tracing and writes every thread's buffered events; returns the file offset where END
+ * goes. Threads still running stop tracing (g_on = 0); one in the middle of an event is waited
+ * for (up to 2 s), so no event is half-written and the gids stay without gaps. */
+static off_t finish_events(void) {
+  if (t_buf && !t_busy) /* the exiting thread's work after its last event */
     compute_ev(t_buf);
+  g_on = 0;
   unsigned n = atomic_load(&g_threads);
+  for (unsigned i = 0; i < n && i < MAX_THREADS; i++) {
+    struct tbuf *b = g_bufs[i];
+    if (!b || b == t_buf)
+      continue;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&b->busy)) {
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      if (t1.tv_sec - t0.tv_sec > 2)
+        break;
+    }
+  }
   for (unsigned i = 0; i < n && i < MAX_THREADS; i++)
     flush_buf(g_bufs[i]);
+  spin_lock(&g_file_lock);
+  off_t at = lseek(g_fd, 0, SEEK_CUR);
+  spin_unlock(&g_file_lock);
+  return at;
+}
+
+static void write_end(const char *incomplete) {
   if (incomplete)
     write_meta(incomplete);
   uint8_t end[13];
@@ -562,9 +873,18 @@ static void finish(const char *incomplete) {
   memcpy(end + 1, &g_total_events, 8);
   uint32_t nlabels = atomic_load(&g_nlabels);
   memcpy(end + 9, &nlabels, 4);
+  spin_lock(&g_file_lock);
   write_all(end, 13);
-  g_on = 0;
-  close(g_fd);
+  spin_unlock(&g_file_lock);
+}
+
+/* The trace's end. The file stays open (it is close-on-exec): a thread that has not seen
+ * g_on = 0 yet must not write into a file descriptor the program may reuse. */
+static void finish(const char *incomplete) {
+  if (!g_on || (pid_t)syscall(SYS_getpid) != g_pid || atomic_exchange(&g_finished, 1))
+    return;
+  finish_events();
+  write_end(incomplete);
 }
 
 static void on_exit_hook(void) { finish(NULL); }
@@ -576,6 +896,137 @@ static void on_crash(int sig) {
   signal(sig, SIG_DFL);
   raise(sig);
 }
+
+/* ---------- process exits and execs that skip atexit ---------- */
+
+void _exit(int status) {
+  finish(NULL);
+  syscall(SYS_exit_group, status);
+  __builtin_unreachable();
+}
+void _Exit(int status) { _exit(status); }
+
+/* An exec replaces the traced program: its trace ends here, complete. Should the exec fail,
+ * the END is taken back and tracing goes on (threads' events meanwhile are lost). */
+static off_t exec_begin(void) {
+  if (!g_on || (pid_t)syscall(SYS_getpid) != g_pid || atomic_exchange(&g_finished, 1))
+    return -1; /* not tracing, or a vfork child (it shares our memory, not our trace) */
+  off_t at = finish_events();
+  write_end(NULL);
+  return at;
+}
+static void exec_failed(off_t at) {
+  if (at < 0)
+    return;
+  int e = errno;
+  spin_lock(&g_file_lock);
+  if (ftruncate(g_fd, at) == 0 && lseek(g_fd, at, SEEK_SET) == at) {
+    atomic_store(&g_finished, 0);
+    g_on = 1;
+  }
+  spin_unlock(&g_file_lock);
+  errno = e;
+}
+
+/* The libc function a wrapper stands in front of. */
+#define REAL(name) \
+  static __typeof__(name) *real_##name; \
+  if (!real_##name) \
+    real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);
+
+#define EXEC_WRAP(name, params, args) \
+  int name params { \
+    REAL(name); \
+    off_t at = exec_begin(); \
+    int r = real_##name args; \
+    exec_failed(at); \
+    return r; \
+  }
+EXEC_WRAP(execve, (const char *path, char *const argv[], char *const envp[]), (path, argv, envp))
+EXEC_WRAP(execv, (const char *path, char *const argv[]), (path, argv))
+EXEC_WRAP(execvp, (const char *file, char *const argv[]), (file, argv))
+EXEC_WRAP(execvpe, (const char *file, char *const argv[], char *const envp[]), (file, argv, envp))
+EXEC_WRAP(fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp))
+
+/* execl, execlp, execle: their arguments as an array, then the wrapped v-form. */
+#define EXECL_ARGS(first) \
+  va_list ap; \
+  size_t n = 1; \
+  va_start(ap, first); \
+  while (va_arg(ap, char *)) \
+    n++; \
+  va_end(ap); \
+  char **argv = alloca((n + 1) * sizeof *argv); \
+  va_start(ap, first); \
+  argv[0] = (char *)first; \
+  for (size_t i = 1; i <= n; i++) \
+    argv[i] = i < n ? va_arg(ap, char *) : NULL;
+int execl(const char *path, const char *arg, ...) {
+  EXECL_ARGS(arg)
+  va_end(ap);
+  return execv(path, argv);
+}
+int execlp(const char *file, const char *arg, ...) {
+  EXECL_ARGS(arg)
+  va_end(ap);
+  return execvp(file, argv);
+}
+int execle(const char *path, const char *arg, ...) {
+  EXECL_ARGS(arg)
+  char *const *envp = va_arg(ap, char *const *);
+  va_end(ap);
+  return execve(path, argv, envp);
+}
+
+/* ---------- the trace file's descriptor ----------
+ * The program must not close or replace it: daemons and test harnesses close every descriptor
+ * they did not open, and the next file they open would get its number (and our blocks). To
+ * the program it looks closed: closing it says EBADF, a close_range or closefrom skips it, and
+ * a dup2 onto it first moves it elsewhere. It sits at 1000 or above where the limit allows. */
+static int protected_fd(int fd) { return fd >= 0 && fd == g_fd && !g_child; }
+
+int close(int fd) {
+  REAL(close);
+  if (protected_fd(fd)) {
+    errno = EBADF;
+    return -1;
+  }
+  return real_close(fd);
+}
+static void move_trace_fd(void) {
+  spin_lock(&g_file_lock);
+  int to = fcntl(g_fd, F_DUPFD_CLOEXEC, g_fd + 1);
+  if (to >= 0) {
+    syscall(SYS_close, g_fd);
+    g_fd = to;
+  }
+  spin_unlock(&g_file_lock);
+}
+int dup2(int from, int to) {
+  REAL(dup2);
+  if (protected_fd(to) && from != to)
+    move_trace_fd();
+  return real_dup2(from, to);
+}
+int dup3(int from, int to, int flags) {
+  REAL(dup3);
+  if (protected_fd(to))
+    move_trace_fd();
+  return real_dup3(from, to, flags);
+}
+#ifdef SYS_close_range
+static int close_range_sys(unsigned first, unsigned last, int flags) {
+  return first > last ? 0 : (int)syscall(SYS_close_range, first, last, flags);
+}
+int close_range(unsigned first, unsigned last, int flags) {
+  if (protected_fd(g_fd) && (unsigned)g_fd >= first && (unsigned)g_fd <= last) {
+    int r = close_range_sys(first, (unsigned)g_fd - 1, flags);
+    return r ? r : close_range_sys((unsigned)g_fd + 1, last, flags);
+  }
+  return close_range_sys(first, last, flags);
+}
+void closefrom(int low) { close_range(low < 0 ? 0 : (unsigned)low, ~0U, 0); }
+#endif
 
 static uint64_t parse_num(const char *s, const char **end) {
   char *e;
@@ -593,6 +1044,7 @@ static void heap_init(void);
 static void child_off(void) {
   g_on = 0;
   g_finished = 1;
+  g_child = 1;
 }
 
 __attribute__((constructor(101))) static void pmt_init(void) {
@@ -623,9 +1075,16 @@ __attribute__((constructor(101))) static void pmt_init(void) {
   g_drop_volatile = vol && !strcmp(vol, "drop");
   const char *comp = getenv("PMSIM_TRACE_COMPUTE");
   g_count_compute = !comp || strcmp(comp, "drop");
+  g_pid = (pid_t)syscall(SYS_getpid);
   g_fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (g_fd < 0)
     die("cannot create the trace file");
+  /* Out of the way of the program's own descriptors (see close() below). */
+  int high = fcntl(g_fd, F_DUPFD_CLOEXEC, 1000);
+  if (high >= 0) {
+    syscall(SYS_close, g_fd);
+    g_fd = high;
+  }
   uint8_t hdr[36];
   memcpy(hdr, "PMSIMTRB", 8);
   uint16_t version = 2, flags = 0;
@@ -648,9 +1107,15 @@ __attribute__((constructor(101))) static void pmt_init(void) {
   if (g_mode == PM_HEAP)
     heap_init();
   atexit(on_exit_hook);
-  int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-  for (unsigned i = 0; i < sizeof sigs / sizeof *sigs; i++)
-    signal(sigs[i], on_crash);
+  at_quick_exit(on_exit_hook);
+  /* Signals that end the program: the trace is written (marked incomplete) first. One the
+   * program inherited as ignored (nohup) stays ignored; the program may set its own later. */
+  int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  for (unsigned i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+    struct sigaction old;
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+      signal(sigs[i], on_crash);
+  }
 }
 
 /* ---------- the PM heap (--pm heap) ----------
@@ -670,6 +1135,7 @@ static void *g_free[13];                /* free lists of classes 16 << i */
 static uint8_t *g_bump[13], *g_bump_end[13];
 struct large_free { struct large_free *next; uint64_t chunks; };
 static struct large_free *g_large_free;
+static __thread int t_heap_reused; /* the last heap_alloc of this thread reused a freed block */
 static atomic_flag g_heap_lock = ATOMIC_FLAG_INIT;
 
 extern void *__libc_malloc(size_t);
@@ -701,6 +1167,7 @@ static void *heap_alloc(size_t n, size_t align) {
   if (align < 16)
     align = 16;
   size_t want = n > align ? n : align;
+  t_heap_reused = 0;
   spin_lock(&g_heap_lock);
   void *r = NULL;
   if (want <= 32768 && align <= 32768) {
@@ -710,6 +1177,7 @@ static void *heap_alloc(size_t n, size_t align) {
     if (g_free[c]) {
       r = g_free[c];
       g_free[c] = *(void **)r;
+      t_heap_reused = 1;
     } else {
       if (g_bump[c] == g_bump_end[c]) {
         if (g_heap_chunks >= NCHUNKS)
@@ -741,6 +1209,7 @@ static void *heap_alloc(size_t n, size_t align) {
         g_chunk_class[idx] = 255;
         g_chunk_count[idx] = (uint32_t)chunks;
         r = f;
+        t_heap_reused = 1;
         goto out;
       }
     }
@@ -799,8 +1268,13 @@ void *calloc(size_t a, size_t b) {
     return NULL;
   }
   void *p = heap_alloc(a * b, 16);
-  if (p)
+  if (p) {
     memset(p, 0, a * b);
+    /* A reused block held data: its zeroing is stores to PM like any other. A fresh one reads
+     * zero in the trace already (as in the program), so libc's own callocs add nothing. */
+    if (t_heap_reused)
+      mem_access(K_STORE, p, a * b, 1);
+  }
   return p;
 }
 void *realloc(void *p, size_t n) {
@@ -813,7 +1287,10 @@ void *realloc(void *p, size_t n) {
     return p;
   void *q = heap_alloc(n, 16);
   if (q) {
+    /* The move is the program's loads and stores (the runtime is not instrumented). */
     memcpy(q, p, old);
+    mem_access(K_LOAD, p, old, 0);
+    mem_access(K_STORE, q, old, 1);
     heap_free(p);
   }
   return q;
@@ -845,7 +1322,8 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
       snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
       ssize_t n = readlink(link, path, sizeof path - 1);
       size_t dl = strlen(g_dax_dir);
-      if (n > 0) {
+      /* A private mapping is a copy-on-write copy: its stores never reach the file. */
+      if (n > 0 && (flags & MAP_SHARED)) {
         path[n] = 0;
         pm = !strncmp(path, g_dax_dir, dl) && (path[dl] == '/' || path[dl] == 0);
       }
@@ -868,10 +1346,6 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) __a
 
 /* ---------- pthreads ---------- */
 
-#define REAL(name) \
-  static __typeof__(name) *real_##name; \
-  if (!real_##name) \
-    real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);
 
 /* A lock (or wait) is an acquire once it succeeded; an unlock (post, signal, arrival) a
  * release before it lets another thread on. */
@@ -948,17 +1422,30 @@ int pthread_barrier_wait(pthread_barrier_t *b) {
   return r;
 }
 
-struct start { void *(*fn)(void *); void *arg; };
+struct start { void *(*fn)(void *); void *arg; uint64_t gen; };
+
+/* A created thread ends: the release pthread_join acquires, then its slot is free. */
+static void thread_end(void) {
+  sync_ev(K_RELEASE, (void *)pthread_self(), 8, 0);
+  end_slot();
+}
 
 static void *thread_start(void *p) {
   struct start s = *(struct start *)p;
+  t_created_gen = s.gen;
   sync_ev(K_ACQUIRE, p, 8, 0); /* synchronises with the creator's release */
   __libc_free(p);
   void *r = s.fn(s.arg);
-  sync_ev(K_RELEASE, (void *)pthread_self(), 8, 0); /* joined by pthread_join */
-  if (g_on && t_buf)
-    flush_buf(t_buf);
+  thread_end();
   return r;
+}
+
+/* A thread that ends by pthread_exit is joined like one that returns. */
+void pthread_exit(void *r) {
+  REAL(pthread_exit);
+  thread_end();
+  real_pthread_exit(r);
+  __builtin_unreachable();
 }
 
 int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
@@ -968,6 +1455,9 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
   struct start *s = __libc_malloc(sizeof *s);
   s->fn = fn;
   s->arg = arg;
+  spin_lock(&g_slot_lock);
+  s->gen = g_free_gen; /* the slots freed so far were joined before this thread was created */
+  spin_unlock(&g_slot_lock);
   sync_ev(K_RELEASE, s, 8, 0);
   int r = real_pthread_create(t, attr, thread_start, s);
   if (r != 0)
@@ -978,8 +1468,10 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
 int pthread_join(pthread_t t, void **ret) {
   REAL(pthread_join);
   int r = real_pthread_join(t, ret);
-  if (r == 0)
+  if (r == 0) {
     sync_ev(K_ACQUIRE, (void *)t, 8, 0);
+    free_slot(t);
+  }
   return r;
 }
 
@@ -1382,4 +1874,34 @@ pm2_copy_t pmem2_get_memmove_fn(struct pmem2_map *map) {
 }
 pm2_set_t pmem2_get_memset_fn(struct pmem2_map *map) {
   return pm2_of_map(map)->memset_ ? pm2_memset : NULL;
+}
+
+/* ---------- vector and masked accesses (PmTracePass.cpp) ---------- */
+
+/* A masked load/store of `nlanes` (<= 64) elements of `esize` bytes at `base`: only the lanes
+ * whose bit is set in `maskbits`, each run of adjacent active lanes as one access (a store's
+ * value read back from memory). `kind` is K_LOAD, K_STORE or K_NTSTORE (maskmovdqu). */
+void __pmt_masked(uint32_t kind, const void *base, uint64_t esize, uint64_t nlanes, uint64_t maskbits) {
+  if (!g_on)
+    return;
+  if (nlanes < 64)
+    maskbits &= (1ULL << nlanes) - 1;
+  while (maskbits) {
+    unsigned lo = (unsigned)__builtin_ctzll(maskbits);
+    uint64_t rest = maskbits >> lo;
+    unsigned run = ~rest ? (unsigned)__builtin_ctzll(~rest) : 64 - lo;
+    mem_access(kind, (const char *)base + lo * esize, run * esize, kind != K_LOAD);
+    maskbits = lo + run >= 64 ? 0 : maskbits & ~(((1ULL << run) - 1) << lo);
+  }
+}
+
+/* A scatter/gather of `nlanes` (<= 64) lanes: lane i (bit i of `maskbits` set) accesses `esize`
+ * bytes at addrs[i], lowest lane first (the order x86 writes overlapping lanes in); a scatter
+ * lane's value is read back from memory. */
+void __pmt_lanes(uint32_t kind, const uint64_t *addrs, uint64_t esize, uint64_t nlanes, uint64_t maskbits) {
+  if (!g_on)
+    return;
+  for (uint64_t i = 0; i < nlanes && i < 64; i++)
+    if (maskbits >> i & 1)
+      mem_access(kind, (const void *)addrs[i], esize, kind != K_LOAD);
 }
