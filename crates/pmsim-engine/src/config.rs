@@ -181,7 +181,7 @@ config! {
         rpb_entries: usize = 8, "lines", @int(1, 1 << 16), "server remote persist buffer: lines per channel in flight from the LLC (DDIO) to the MCs";
     }
     sim: SimCfg {
-        seed: u64 = 1, "", @int(0, u64::MAX), "seed of every random choice in the engine (random replacement)";
+        seed: u64 = 1, "", @int(0, i64::MAX as u64), "seed of every random choice in the engine (random replacement); at most 2^63-1 (a TOML integer)";
         watchdog_ms: f64 = 1000.0, "ms", @above(0.0, 1e6), "simulated time without progress after which a stuck core is reported (raised to 256 times the longest latency, line transfer or RDMA region transfer the configuration names)";
     }
 }
@@ -277,12 +277,17 @@ impl Config {
         let mut v = toml::Value::try_from(&*self).map_err(|e| param_err(key, e.to_string()))?;
         let slot = v.get_mut(sec).and_then(|s| s.get_mut(field)).ok_or_else(|| param_err(key, "unknown parameter"))?;
         let parsed = match slot {
-            toml::Value::Integer(_) => value
-                .trim()
-                .replace('_', "")
-                .parse::<i64>()
-                .map(toml::Value::Integer)
-                .map_err(|_| param_err(&name, format!("'{value}' is not an integer")))?,
+            toml::Value::Integer(_) => {
+                value.trim().replace('_', "").parse::<i64>().map(toml::Value::Integer).map_err(|_| {
+                    // TOML integers are 64-bit signed: a larger one cannot be a parameter value.
+                    let digits = value.trim().replace('_', "");
+                    if digits.parse::<i128>().is_ok() {
+                        param_err(&name, format!("'{value}' is out of range (at most {})", i64::MAX))
+                    } else {
+                        param_err(&name, format!("'{value}' is not an integer"))
+                    }
+                })?
+            }
             toml::Value::Float(_) => value
                 .trim()
                 .parse::<f64>()

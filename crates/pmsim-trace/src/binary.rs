@@ -30,6 +30,10 @@ pub(crate) const TAG_BLOCK: u8 = 1;
 pub(crate) const TAG_LABEL: u8 = 2;
 /// Provenance and status text (`key=value` lines), e.g. from the tracer; see [`crate::meta`].
 pub(crate) const TAG_META: u8 = 3;
+/// PM ranges a header holds at most.
+pub const MAX_PM_RANGES: usize = 1024;
+/// Bytes of a label's name at most (1 MiB).
+pub const MAX_LABEL_BYTES: usize = 1 << 20;
 /// Raw payload bytes per block before it is emitted.
 const BLOCK_BYTES: usize = 64 * 1024;
 
@@ -156,6 +160,10 @@ impl<W: Write> EventSink for Writer<W> {
         Ok(())
     }
     fn add_pm_range(&mut self, base: u64, size: u64) -> std::io::Result<()> {
+        if self.pm.len() == MAX_PM_RANGES {
+            let msg = format!("more than {MAX_PM_RANGES} PM ranges");
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, msg));
+        }
         self.pm.push(PmRange { base, size });
         Ok(())
     }
@@ -271,8 +279,8 @@ pub fn read_header<R: Read>(file: &str, r: &mut R) -> Result<Header, TraceError>
     }
     r.read_exact(&mut b4).map_err(|_| bad("truncated header"))?;
     let npm = u32::from_le_bytes(b4) as usize;
-    if npm == 0 || npm > 1024 {
-        return Err(bad(&format!("PM range count {npm} is not in 1..=1024")));
+    if npm == 0 || npm > MAX_PM_RANGES {
+        return Err(bad(&format!("PM range count {npm} is not in 1..={MAX_PM_RANGES}")));
     }
     let mut pm = Vec::with_capacity(npm);
     for _ in 0..npm {
@@ -346,7 +354,7 @@ impl<R: Read + Seek> Cursor<R> {
                 TAG_LABEL => {
                     let id = self.read_u32()?;
                     let len = self.read_u32()? as usize;
-                    if len > 1 << 20 {
+                    if len > MAX_LABEL_BYTES {
                         return Err(self.bad("label longer than 1 MiB"));
                     }
                     let mut name = vec![0u8; len];

@@ -125,6 +125,10 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                 if let Some(e) = crate::validate::pm_range_error(base, size) {
                     return Err(err(e));
                 }
+                // What the binary format holds (docs/binary-trace.md), so every text trace converts.
+                if pm.len() == crate::binary::MAX_PM_RANGES {
+                    return Err(err(format!("more than {} 'pm' ranges", crate::binary::MAX_PM_RANGES)));
+                }
                 if sink.num_events() > 0 {
                     return Err(err("'pm' after the first event".into()));
                 }
@@ -247,6 +251,9 @@ fn parse_event<S: EventSink>(b: &mut S, v: &mut Validator, thread: usize, toks: 
         }
         Kind::Begin | Kind::End => {
             nargs(1, 1)?;
+            if args[0].len() > crate::binary::MAX_LABEL_BYTES {
+                return Err(format!("label longer than {} bytes", crate::binary::MAX_LABEL_BYTES));
+            }
             let id = b.label(args[0]).map_err(|e| format!("cannot write: {e}"))?;
             v.labels = v.labels.max(id as usize + 1);
             // The validator knows label ids; a text trace's reader knows the label by its name.
@@ -363,6 +370,28 @@ mod tests {
         assert_eq!(v[0], 0x12);
         assert_eq!(v[17], 0x01);
         assert_eq!(v[18], 0);
+    }
+
+    #[test]
+    fn what_the_binary_format_cannot_hold_is_refused_at_its_line() {
+        // Every text trace the reader accepts must convert to binary and read back.
+        let mut many = String::from("# pmsim trace v1\nthreads 1\n");
+        for i in 0..crate::binary::MAX_PM_RANGES as u64 {
+            many.push_str(&format!("pm {:#x} 0x40\n", 0x1_0000_0000u64 + i * 0x1000));
+        }
+        let ok = format!("{many}T0 store 0x100000000 8 1\n");
+        let t = parse_str("ok", &ok).unwrap();
+        let bin = crate::binary::write(Vec::new(), &t, false).unwrap();
+        assert_eq!(crate::binary::read("ok.bin", std::io::Cursor::new(bin)).unwrap().pm.len(), 1024);
+        let e = parse_str("x", &format!("{many}pm 0x200000000 0x40\n")).unwrap_err().to_string();
+        assert!(e.contains("x:1027") && e.contains("more than 1024 'pm' ranges"), "{e}");
+        let long = "l".repeat(crate::binary::MAX_LABEL_BYTES + 1);
+        let e = parse_str("y", &format!("# pmsim trace v1\nthreads 1\nT0 begin {long}\n")).unwrap_err().to_string();
+        assert!(e.contains("y:3") && e.contains("label longer than 1048576 bytes"), "{e}");
+        let fits = "l".repeat(crate::binary::MAX_LABEL_BYTES);
+        let t = parse_str("z", &format!("# pmsim trace v1\nthreads 1\nT0 begin {fits}\nT0 end {fits}\n")).unwrap();
+        let bin = crate::binary::write(Vec::new(), &t, true).unwrap();
+        assert_eq!(crate::binary::read("z.bin", std::io::Cursor::new(bin)).unwrap().labels[0].len(), fits.len());
     }
 
     #[test]
