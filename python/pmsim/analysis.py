@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import numbers
+import os
 from typing import Any
 
 from pmsim import PmsimError, _core
@@ -49,6 +51,14 @@ def analyze_reports(
 ) -> list[dict]:
     """The analysis as a list of report dicts, one per model (``model`` may be ``all`` or a
     comma-separated list)."""
+    from pmsim.api import path_arg
+
+    trace, config = path_arg("trace", trace), path_arg("config", config)
+    persist_ns = _num("persist_ns", persist_ns, "a positive number of ns (the persist latency)")
+    if instr_ops_per_s is not None:
+        instr_ops_per_s = _num(
+            "instr_ops_per_s", instr_ops_per_s, "a positive number of operations per second"
+        )
     if trace is not None and params:
         raise PmsimError(f"-p {', '.join(sorted(params))}: workload parameters do not apply to --trace")
     out = _core.analyze(
@@ -60,24 +70,34 @@ def analyze_reports(
         models=str(model),
         atomic_bytes=_int("atomic_bytes", atomic_bytes),
         track_bytes=_int("track_bytes", track_bytes),
-        persist_ns=float(persist_ns),
-        instr_ops_per_s=None if instr_ops_per_s is None else float(instr_ops_per_s),
+        persist_ns=persist_ns,
+        instr_ops_per_s=instr_ops_per_s,
     )
     return json.loads(out)
 
 
+def _num(name: str, v: Any, what: str) -> float:
+    """A number argument (the core checks its range); anything else is refused naming it."""
+    if isinstance(v, numbers.Real) and not isinstance(v, bool):
+        return float(v)
+    raise PmsimError(f"{name} must be {what}, got {v!r}")
+
+
 def _int(name: str, v: Any) -> int:
-    try:
-        i = int(v)
-    except (TypeError, ValueError):
-        raise PmsimError(f"{name} must be an integer number of bytes, got '{v}'") from None
-    if i < 0:
-        raise PmsimError(f"{name} must be a power of two from 8 to 256 bytes, got {i}")
-    return i
+    """A size in bytes: the core checks it is a power of two in 8..=256; anything that is not an
+    integer, or out of that range (too large for the core's u64), is refused here."""
+    if isinstance(v, str):
+        try:
+            v = int(v, 0)
+        except ValueError:
+            pass
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= 2**64 - 1:
+        return int(v)
+    raise PmsimError(f"{name} must be a power of two from 8 to 256 bytes, got {v!r}")
 
 
 def analyze(
-    trace: str | None = None,
+    trace: str | os.PathLike | None = None,
     *,
     workload: str | None = None,
     model: str = "strict",
@@ -85,16 +105,22 @@ def analyze(
     track_bytes: int = 8,
     persist_ns: float = 500.0,
     instr_ops_per_s: float | None = None,
-    config: str | None = None,
+    config: str | os.PathLike | None = None,
+    allow_incomplete: bool = False,
     **params: Any,
 ):
     """Persist critical path of a trace file or built-in workload under ``model``.
 
     Returns a dict for one model, a pandas DataFrame (one row per model) for several
     (``model="all"`` or ``"strict,epoch"``). ``params`` mixes workload parameters
-    (``threads=8, variant="racing"``) and machine configuration (``core_ghz=3``) for the ``eadr``
-    run that gives the instruction rate when ``instr_ops_per_s`` is not given.
+    (``threads=8, variant="racing"``) and machine configuration (``core_freq_ghz=3``) for the
+    ``eadr`` run that gives the instruction rate when ``instr_ops_per_s`` is not given. A trace
+    marked incomplete is refused unless ``allow_incomplete=True``.
     """
+    from pmsim.api import check_complete, path_arg
+
+    trace = path_arg("trace", trace)
+    check_complete(trace, allow_incomplete)
     cfg, wl = _core.split_kwargs(_strs(params))
     reps = analyze_reports(
         trace=trace,
@@ -183,9 +209,13 @@ def _bench(a: argparse.Namespace, params: dict[str, str]) -> int:
 
 
 def cmd_analyze(a: argparse.Namespace) -> int:
+    from pmsim.api import check_complete
     from pmsim.cli import _kv
 
-    params = _kv(a.param, "parameter")
+    seen: dict[str, str] = {}
+    params = _kv(a.param, "parameter", seen)
+    overrides = _kv(a.set, "--set", seen)
+    check_complete(a.trace, a.allow_incomplete)
     if a.bench:
         return _bench(a, params)
     reps = analyze_reports(
@@ -197,7 +227,7 @@ def cmd_analyze(a: argparse.Namespace) -> int:
         persist_ns=a.persist_ns,
         instr_ops_per_s=a.instr_ops_per_s,
         config=a.config,
-        overrides=_kv(a.set, "--set"),
+        overrides=overrides,
         params=params,
     )
     if a.json:
@@ -239,6 +269,7 @@ def add_parser(sub: Any) -> None:
         help="instruction execution rate (default: the trace's op rate on the engine under eadr)",
     )
     _add_config(an)
+    an.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
     an.add_argument("--json", action="store_true", help="print one JSON object")
     an.add_argument(
         "--bench", action="store_true", help="report the analysis' speed (events per host second) instead"

@@ -7,8 +7,12 @@ Keyword arguments name configuration parameters with an underscore for the dot
 
 from __future__ import annotations
 
+import functools
 import json
+import numbers
+import os
 import tomllib
+from pathlib import Path
 from typing import Any
 
 from pmsim import _core
@@ -18,13 +22,98 @@ def _strs(d: dict[str, Any] | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in (d or {}).items()}
 
 
+U64_MAX = 2**64 - 1
+
+
+def path_arg(name: str, v: Any) -> str | None:
+    """A path argument (``str`` or ``os.PathLike``) as the ``str`` the core takes; None passes."""
+    if v is None:
+        return None
+    if isinstance(v, (str, os.PathLike)):
+        p = os.fspath(v)
+        p = os.fsdecode(p) if isinstance(p, bytes) else p
+        if p:
+            return p
+    raise _core.PmsimError(f"{name} must be a file path (str or os.PathLike), got {v!r}")
+
+
+def int_arg(name: str, v: Any, lo: int, hi: int | None = U64_MAX) -> int:
+    """An integer argument in lo..=hi (no bound: ``hi=None``), or a PmsimError naming it and the range."""
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool) and lo <= v and (hi is None or v <= hi):
+        return int(v)
+    want = f"at least {lo}" + (f" and at most {hi}" if hi is not None else "")
+    raise _core.PmsimError(f"{name} must be an integer {want}, got {v!r}")
+
+
+def positive_arg(name: str, v: Any, unit: str = "") -> float:
+    """A finite number > 0, or a PmsimError naming the argument."""
+    if isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 < float(v) < float("inf"):
+        return float(v)
+    raise _core.PmsimError(f"{name} must be a positive finite number{unit}, got {v!r}")
+
+
+def names_arg(name: str, v: Any, allow_empty: bool = False) -> list[str]:
+    """A list of names (designs, workloads): one ``str`` is one name; an empty list is refused
+    unless ``allow_empty``."""
+    items = [v] if isinstance(v, str) else v
+    try:
+        items = list(items)
+    except TypeError:
+        raise _core.PmsimError(f"{name} must be a name or a list of names, got {v!r}") from None
+    if not items and not allow_empty:
+        raise _core.PmsimError(f"{name}: the list is empty (give at least one name)")
+    for x in items:
+        if not isinstance(x, str) or not x:
+            raise _core.PmsimError(f"{name} must be a name or a list of names, got {x!r} in {v!r}")
+    return items
+
+
+@functools.cache
+def _param_aliases() -> dict[str, str]:
+    out = {}
+    for name, _, _ in _core.config_params():
+        out[name] = out[name.replace(".", "_", 1)] = name
+    return out
+
+
+def param_name(name: str) -> str:
+    """The one name of a parameter however it is spelled: a machine parameter's dotted name for
+    its underscore alias (``pm_write_ns`` is ``pm.write_ns``); any other name as given."""
+    return _param_aliases().get(name, name)
+
+
+def check_once(groups: list[tuple[str, Any]]) -> None:
+    """Refuses a parameter given twice, under one spelling or two (``pm.write_ns`` and
+    ``pm_write_ns``), within or across ``groups``: (what, names) pairs such as
+    ``("grid", grid)`` and ``("fixed", fixed)``. The message names both spellings."""
+    seen: dict[str, str] = {}
+    for what, names in groups:
+        for k in names:
+            c = param_name(str(k))
+            here = f"{what} '{k}'"
+            if c in seen:
+                raise _core.PmsimError(
+                    f"parameter {c} is given twice: {seen[c]} and {here} (give each parameter once)"
+                )
+            seen[c] = here
+
+
+def check_complete(trace: str | None, allow_incomplete: bool) -> None:
+    """Refuses a trace marked incomplete (a recording of a program that crashed) unless
+    ``allow_incomplete``, with the message of the CLI."""
+    from pmsim import tracer
+
+    tracer.check_complete(trace, allow_incomplete)
+
+
 def run(
     design: str,
     *,
     workload: str | None = None,
-    trace: str | None = None,
-    config: str | None = None,
+    trace: str | os.PathLike | None = None,
+    config: str | os.PathLike | None = None,
     allow_broken: bool = False,
+    allow_incomplete: bool = False,
     progress: bool = False,
     **params: Any,
 ) -> dict:
@@ -32,20 +121,23 @@ def run(
 
     ``params`` mixes configuration overrides (``pm_write_ns=120``) and workload parameters
     (``threads=4, ops=2000``); they are told apart by name. ``progress=True`` shows a bar over
-    the trace's events while it runs.
+    the trace's events while it runs. A trace marked incomplete (recorded from a program that
+    crashed) is refused unless ``allow_incomplete=True``.
     """
-    inputs = _core_inputs(trace, workload, config, params)
+    inputs = _core_inputs(trace, workload, config, params, allow_incomplete)
     with run_bar(disable=not progress) as bar:
         out = _core.run(design, **inputs, allow_broken=allow_broken, progress=bar if progress else None)
     return json.loads(out)
 
 
-def _core_inputs(trace: str | None, workload: str | None, config: str | None, params: dict) -> dict:
+def _core_inputs(trace: Any, workload: str | None, config: Any, params: dict, allow_incomplete: bool) -> dict:
     """The input and machine arguments of a core call: ``params`` split into machine overrides
-    and workload parameters (the latter refused for a trace)."""
+    and workload parameters (the latter refused for a trace); the trace checked complete."""
+    trace, config = path_arg("trace", trace), path_arg("config", config)
     cfg, wl = _core.split_kwargs(_strs(params))
     if trace is not None and wl:
         raise _core.PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
+    check_complete(trace, allow_incomplete)
     return {"trace": trace, "workload": workload, "params": wl, "config": config, "overrides": cfg}
 
 
@@ -83,12 +175,12 @@ def workloads() -> list[dict]:
     return json.loads(_core.workloads())
 
 
-def config_show(config: str | None = None, **overrides: Any) -> str:
+def config_show(config: str | os.PathLike | None = None, **overrides: Any) -> str:
     """The effective configuration, one documented line per parameter."""
-    return _core.config_show(config, _strs(overrides))
+    return _core.config_show(path_arg("config", config), _strs(overrides))
 
 
-def config(config: str | None = None, **overrides: Any) -> dict:
+def config(config: str | os.PathLike | None = None, **overrides: Any) -> dict:
     """The effective configuration as nested dicts (``config()["pm"]["write_gbps"]``)."""
     return tomllib.loads(config_show(config, **overrides))
 
@@ -98,21 +190,70 @@ def config_params() -> list[tuple[str, str, str]]:
     return _core.config_params()
 
 
-def trace_convert(src: str, dst: str, *, to: str = "binary", compress: bool = True) -> None:
-    """Converts a trace between the text and binary formats, losslessly."""
+def trace_convert(
+    src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "binary", compress: bool = True
+) -> None:
+    """Converts a trace between the text and binary formats, losslessly (metadata included)."""
     if to not in ("binary", "text"):
         raise _core.PmsimError(f"--to must be 'binary' or 'text', not '{to}'")
+    src, dst = os.fspath(src), os.fspath(dst)
     _core.trace_convert(src, dst, to == "binary", compress)
+    # The metadata (how the trace was made, and an `incomplete` mark) goes along: a converted
+    # trace of a crashed program is refused like the original. A device (/dev/stdout) gets none.
+    meta = _core.trace_meta(src) if Path(src).is_file() else []
+    if meta and Path(dst).is_file():
+        from pmsim.tracer import add_meta_binary, add_meta_text
+
+        (add_meta_binary if to == "binary" else add_meta_text)(Path(dst), meta)
 
 
-def trace_stats(trace: str | None = None, *, workload: str | None = None, **params: Any) -> dict:
+def trace_stats(
+    trace: str | os.PathLike | None = None, *, workload: str | None = None, **params: Any
+) -> dict:
     """Events by kind and thread, PM stores, epochs and bytes of a trace or workload."""
+    trace = path_arg("trace", trace)
     return json.loads(_core.trace_stats(trace=trace, workload=workload, params=_strs(params)))
 
 
-def trace_generate(workload: str, dst: str, *, compress: bool = True, **params: Any) -> int:
-    """Writes a workload's trace to ``dst`` (binary if it ends in .bin); returns the event count."""
-    return _core.trace_generate(workload, _strs(params), dst, compress)
+TEXT_SUFFIXES = (".trace", ".txt")
+
+
+def trace_format(path: str | os.PathLike) -> str:
+    """The format a trace written to ``path`` gets: ``text`` iff its suffix is ``.trace`` or
+    ``.txt`` (any case), ``binary`` otherwise (``.bin``, ``.dat``, no suffix, ``/dev/stdout``).
+    One rule for ``trace gen`` and ``trace convert``."""
+    return "text" if os.fspath(path).lower().endswith(TEXT_SUFFIXES) else "binary"
+
+
+def trace_generate(workload: str, dst: str | os.PathLike, *, compress: bool = True, **params: Any) -> int:
+    """Writes a workload's trace to ``dst`` (text if it ends in .trace or .txt, any case; binary
+    otherwise: :func:`trace_format`); returns the event count."""
+    dst = path_arg("dst", dst)
+    # The core writes binary only for a .bin/.pmtb suffix: any other binary destination gets the
+    # trace generated into a .bin beside it (or in a temporary folder for a device), then moved
+    # (or copied through) onto it.
+    if trace_format(dst) == "text" or dst.endswith((".bin", ".pmtb")):
+        return _core.trace_generate(workload, _strs(params), dst, compress)
+    import shutil
+    import tempfile
+
+    from pmsim.output import resolve
+
+    target, atomic = resolve(dst)
+    if atomic:
+        tmp = target.with_name(target.name + ".partial.bin")
+        try:
+            n = _core.trace_generate(workload, _strs(params), str(tmp), compress)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return n
+    with tempfile.TemporaryDirectory() as d:
+        tmp = os.path.join(d, "trace.bin")
+        n = _core.trace_generate(workload, _strs(params), tmp, compress)
+        with open(tmp, "rb") as src, open(target, "wb") as out:
+            shutil.copyfileobj(src, out)
+    return n
 
 
 # The engine stops a run before simulated time passes half of u64 picoseconds (sim.rs MAX_SIM_PS).
@@ -155,23 +296,32 @@ def crash(
     design: str,
     *,
     workload: str | None = None,
-    trace: str | None = None,
-    at: list[int | str] | None = None,
+    trace: str | os.PathLike | None = None,
+    at: list[int | str] | int | str | None = None,
     random: int | None = None,
     seed: int = 1,
     every: bool = False,
     model: str | None = None,
-    config: str | None = None,
+    config: str | os.PathLike | None = None,
     recovery: bool = True,
     max_failures: int = 10,
     allow_broken: bool = False,
+    allow_incomplete: bool = False,
     progress: bool = False,
     **params: Any,
 ) -> dict:
     """Crashes a run at the given instants and checks every crash image against the design's
     persistency model (and the workload's own recovery); returns the report as a dict.
-    ``progress=True`` shows a bar over the run's simulated time while the images are checked."""
-    inputs = _core_inputs(trace, workload, config, params)
+    ``at`` is one instant or a list (ps, or a string with a unit: ``"120ns"``).
+    ``progress=True`` shows a bar over the run's simulated time while the images are checked.
+    A trace marked incomplete is refused unless ``allow_incomplete=True``."""
+    if isinstance(at, (str, numbers.Number)):
+        at = [at]
+    if random is not None:
+        random = int_arg("random", random, 1)
+    seed = int_arg("seed", seed, 0)
+    max_failures = int_arg("max_failures", max_failures, 1)
+    inputs = _core_inputs(trace, workload, config, params, allow_incomplete)
     with crash_bar(disable=not progress) as bar:
         out = _core.crash(
             design,

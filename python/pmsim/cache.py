@@ -71,12 +71,58 @@ def key(design: str, *, workload: str | None = None, trace: str | None = None, p
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+# The keys every run's stats have (pmsim-engine's RunStats), with their JSON types: an entry
+# without one of them (or of another type) is not a result, whatever wrote it.
+_NUM = (int, float)
+RESULT_KEYS: dict[str, type | tuple[type, ...]] = {
+    "pmsim_version": str,
+    "design": str,
+    "promise": str,
+    "threads": int,
+    "sim_time_ps": int,
+    "sim_time_ns": _NUM,
+    "drain_time_ns": _NUM,
+    "events": int,
+    "instructions": int,
+    "operations": int,
+    "ops_per_sec": _NUM,
+    "op_latency_avg_ns": _NUM,
+    "op_latency_max_ns": _NUM,
+    "pm_stores": int,
+    "pm_reads": int,
+    "pm_writes": int,
+    "stall_cycles": dict,
+    "cores": list,
+    "mcs": list,
+    "caches": dict,
+    "design_stats": dict,
+    "artifact": dict,
+    "engine_events": int,
+    "net": dict,
+}
+
+
+def is_result(stats: object) -> bool:
+    """Whether ``stats`` has the shape of a run's stats (every key of a fresh run, each of its type)."""
+    if not isinstance(stats, dict):
+        return False
+    for k, t in RESULT_KEYS.items():
+        v = stats.get(k)
+        if not isinstance(v, t) or isinstance(v, bool):
+            return False
+    return all(isinstance(m, dict) for m in stats["mcs"])
+
+
 def load(k: str) -> dict | None:
+    """The cached result of key ``k``; None if absent, or if the entry is not a complete result
+    (bad JSON, another type, missing keys: a damaged or foreign file), so the run is redone and
+    its entry overwritten."""
     p = cache_dir() / k[:2] / f"{k}.json"
     try:
-        return json.loads(p.read_text())
+        stats = json.loads(p.read_text())
     except (OSError, ValueError):
         return None
+    return stats if is_result(stats) else None
 
 
 def store(k: str, stats: dict) -> None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 from pmsim import PmsimError, api
 from pmsim.output import write_atomic
@@ -38,14 +42,39 @@ def _int_at_least(lo: int, hi: int | None = None):
 U64_MAX = 2**64 - 1
 
 
-def _kv(items: list[str] | None, what: str) -> dict[str, str]:
+_FLAG = {"parameter": "-p"}
+
+
+def _kv(items: list[str] | None, what: str, seen: dict[str, str] | None = None) -> dict[str, str]:
+    """NAME=VALUE items as a dict. A parameter given twice is refused, whatever the spelling
+    (``pm.write_ns`` and its alias ``pm_write_ns``): within ``items``, and across the calls that
+    share ``seen`` (``-p``, ``--set`` and ``--grid`` of one command)."""
     out: dict[str, str] = {}
+    seen = {} if seen is None else seen
     for it in items or []:
         if "=" not in it:
             raise PmsimError(f"{what} '{it}' is not of the form name=value")
         k, v = it.split("=", 1)
-        out[k.strip()] = v.strip()
+        k = k.strip()
+        name = api.param_name(k)
+        here = f"{_FLAG.get(what, what)} {it}"
+        if name in seen:
+            raise PmsimError(
+                f"parameter {name} is given twice: {seen[name]} and {here} (give each parameter once)"
+            )
+        seen[name] = here
+        out[k] = v.strip()
     return out
+
+
+def _nonempty(text: str) -> str:
+    """An argparse type: a file or folder path, not empty."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
+_nonempty.__name__ = "path"
 
 
 def _core_inputs(a: argparse.Namespace, params: dict[str, str]) -> dict:
@@ -53,7 +82,7 @@ def _core_inputs(a: argparse.Namespace, params: dict[str, str]) -> dict:
     --workload with -p, --config, --set), the trace first checked complete."""
     from pmsim import tracer
 
-    overrides = _kv(a.set, "--set")
+    overrides = _kv(a.set, "--set", {api.param_name(k): f"-p {k}={v}" for k, v in params.items()})
     tracer.check_complete(a.trace, a.allow_incomplete)
     return {
         "trace": a.trace,
@@ -116,8 +145,9 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
     if a.output:
         table_format(a.output)
-    params = _kv(a.param, "parameter")
-    params.update(_kv(a.set, "--set"))
+    seen: dict[str, str] = {}
+    params = _kv(a.param, "parameter", seen)
+    params.update(_kv(a.set, "--set", seen))
     designs = a.designs.split(",") if a.designs else [d for d, _ in api.designs()]
     if a.trace:
         df = _compare_trace(a, designs)
@@ -158,11 +188,26 @@ def _compare_trace(a: argparse.Namespace, designs: list[str]):
     if a.param:
         raise PmsimError("-p: workload parameters do not apply to --trace (machine parameters go in --set)")
     tracer.check_complete(a.trace, a.allow_incomplete)
+    overrides = _kv(a.set, "--set")
     rows = []
-    for d in designs:
-        stats = api.run(d, trace=a.trace, **_kv(a.set, "--set"))
-        rows.append({"design": d, "trace": a.trace, **api.flatten(stats)})
+    with _readable_again(a.trace) as path:
+        for d in designs:
+            stats = api.run(d, trace=path, allow_incomplete=True, **overrides)
+            rows.append({"design": d, "trace": a.trace, **api.flatten(stats)})
     return pd.DataFrame(rows)
+
+
+@contextlib.contextmanager
+def _readable_again(path: str):
+    """`path`, or for a pipe or device (/dev/stdin), which reads once, a temporary copy of it."""
+    if Path(path).is_file() or not Path(path).exists():
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="pmsim-") as d:
+        copy = Path(d) / "trace"
+        with open(path, "rb") as src, open(copy, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        yield str(copy)
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
@@ -170,9 +215,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
     if a.output:
         table_format(a.output)
-    fixed = _kv(a.param, "parameter")
-    fixed.update(_kv(a.set, "--set"))
-    grid = {k: v.split(",") for k, v in _kv(a.grid, "--grid").items()}
+    seen: dict[str, str] = {}
+    fixed = _kv(a.param, "parameter", seen)
+    fixed.update(_kv(a.set, "--set", seen))
+    grid = {k: v.split(",") for k, v in _kv(a.grid, "--grid", seen).items()}
     jobs = jobs_for(a.designs.split(","), a.workloads.split(","), grid, **fixed)
     scheduler = None
     cluster = None
@@ -213,7 +259,7 @@ def _make_cluster(kind: str, n: int):
 
 def cmd_trace(a: argparse.Namespace) -> int:
     if a.trace_cmd == "convert":
-        to = a.to or ("text" if a.dst.endswith((".trace", ".txt")) else "binary")
+        to = a.to or api.trace_format(a.dst)
         api.trace_convert(a.src, a.dst, to=to, compress=not a.no_compress)
         print(f"wrote {a.dst} ({to})")
     elif a.trace_cmd == "stats":
@@ -549,7 +595,13 @@ def parser() -> argparse.ArgumentParser:
     _add_input(r)
     _add_design(r)
     _add_config(r)
-    r.add_argument("-o", "--output", metavar="FILE", help="write the stats JSON here (folders are created)")
+    r.add_argument(
+        "-o",
+        "--output",
+        type=_nonempty,
+        metavar="FILE",
+        help="write the stats JSON here (folders are created)",
+    )
     r.add_argument("--json", action="store_true", help="print the stats JSON instead of a summary")
     r.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
     r.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
@@ -573,7 +625,11 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
     c.add_argument(
-        "-o", "--output", metavar="FILE", help="write the table: .csv, .parquet or .json; no suffix: CSV"
+        "-o",
+        "--output",
+        type=_nonempty,
+        metavar="FILE",
+        help="write the table: .csv, .parquet or .json (any case); no suffix: CSV",
     )
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     c.set_defaults(fn=cmd_compare)
@@ -608,8 +664,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "-o",
         "--output",
+        type=_nonempty,
         metavar="FILE",
-        help="write the rows: .csv, .parquet or .json (one object per row); no suffix: CSV",
+        help="write the rows: .csv, .parquet or .json (one object per row; any case); no suffix: CSV",
     )
     s.add_argument(
         "--no-cache", action="store_true", help="rerun every run instead of reusing cached results"
@@ -621,9 +678,11 @@ def parser() -> argparse.ArgumentParser:
     tsub = t.add_subparsers(dest="trace_cmd", required=True, metavar="SUBCOMMAND")
     tc = _sub(tsub, "convert", "text <-> binary, lossless")
     tc.add_argument("src", help="trace to read (text or binary, by content)")
-    tc.add_argument("dst", help="file to write")
+    tc.add_argument("dst", type=_nonempty, help="file to write")
     tc.add_argument(
-        "--to", choices=["binary", "text"], help="output format (default: text for .trace/.txt, else binary)"
+        "--to",
+        choices=["binary", "text"],
+        help="output format (default: text for .trace/.txt in any case, else binary)",
     )
     tc.add_argument("--no-compress", action="store_true", help="binary output without LZ4 blocks")
     ts = _sub(tsub, "stats", "events by kind and thread, PM stores, epochs, bytes")
@@ -645,7 +704,14 @@ def parser() -> argparse.ArgumentParser:
         help="count: the non-memory instructions between accesses become 'compute N' events, so the "
         "simulation times the program's computation; drop: only accesses, fences and flushes",
     )
-    tr.add_argument("-o", "--output", required=True, metavar="FILE", help=".trace for text, else binary")
+    tr.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        type=_nonempty,
+        metavar="FILE",
+        help=".trace or .txt (any case) for text, else binary",
+    )
     tr.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS")
     _sub(tsub, "cc", "C compiler wrapper (clang + tracer): pmsim trace cc [gcc flags]")
     _sub(tsub, "c++", "C++ compiler wrapper (clang++ + tracer): pmsim trace c++ [gcc flags]")
@@ -653,7 +719,12 @@ def parser() -> argparse.ArgumentParser:
     tg.add_argument("--workload", required=True, metavar="NAME", help="built-in workload ('pmsim workloads')")
     tg.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="workload parameter")
     tg.add_argument(
-        "-o", "--output", required=True, metavar="FILE", help="output: .bin/.pmtb binary, anything else text"
+        "-o",
+        "--output",
+        required=True,
+        type=_nonempty,
+        metavar="FILE",
+        help="output: .trace/.txt (any case) text, anything else binary",
     )
     tg.add_argument("--no-compress", action="store_true", help="binary output without LZ4 blocks")
     t.set_defaults(fn=cmd_trace)
@@ -707,7 +778,10 @@ def parser() -> argparse.ArgumentParser:
         "--at", action="append", metavar="T", help="crash instant (ps, or 120ns / 3.5us / 1ms); repeatable"
     )
     mode.add_argument(
-        "--random", type=_int_at_least(1), metavar="N", help="N seeded random instants over the run (N >= 1)"
+        "--random",
+        type=_int_at_least(1, U64_MAX),
+        metavar="N",
+        help="N seeded random instants over the run (N >= 1)",
     )
     mode.add_argument("--every", action="store_true", help="every instant the persistent state changes")
     cr.add_argument("--seed", type=_int_at_least(0, U64_MAX), default=1, help="seed of --random")
@@ -718,7 +792,10 @@ def parser() -> argparse.ArgumentParser:
     )
     cr.add_argument("--no-recovery", action="store_true", help="skip the workload's own recovery check")
     cr.add_argument(
-        "--max-failures", type=_int_at_least(1), default=10, help="stop after this many failing images"
+        "--max-failures",
+        type=_int_at_least(1, U64_MAX),
+        default=10,
+        help="stop after this many failing images",
     )
     cr.add_argument("--json", action="store_true", help="print the report as JSON")
     cr.add_argument("--allow-broken-designs", action="store_true", help=argparse.SUPPRESS)
@@ -730,7 +807,7 @@ def parser() -> argparse.ArgumentParser:
     pf.add_argument("--workloads", metavar="A,B,...", help="comma-separated (default: all)")
     pf.add_argument("--threads", type=_int_at_least(1, 64), default=4, help="threads per workload")
     pf.add_argument("--ops", type=_int_at_least(1), default=1000, help="operations per thread")
-    pf.add_argument("--out", metavar="DIR", help="write persist_profile.csv and a plot here")
+    pf.add_argument("--out", type=_nonempty, metavar="DIR", help="write persist_profile.csv and a plot here")
     pf.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
     pf.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     pf.set_defaults(fn=cmd_profile)
@@ -761,7 +838,11 @@ def parser() -> argparse.ArgumentParser:
         help="quick: small runs (about a minute); full: the paper's sizes",
     )
     rp.add_argument(
-        "--out", default="results", metavar="DIR", help="output folder (results go to DIR/PAPER/)"
+        "--out",
+        default="results",
+        type=_nonempty,
+        metavar="DIR",
+        help="output folder (results go to DIR/PAPER/)",
     )
     rp.add_argument(
         "--config", metavar="FILE", help="run the whole evaluation under this TOML machine configuration"

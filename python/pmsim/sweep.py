@@ -21,20 +21,37 @@ from tqdm.auto import tqdm
 from pmsim.api import flatten, run
 
 
+def job_name(job: dict) -> str:
+    """A job as its error messages name it: design, workload and grid point."""
+    point = "".join(f", {k}={v}" for k, v in job["label"].items())
+    return f"design {job['design']}, workload {job['workload']}{point}"
+
+
 def _one(job: dict) -> dict:
-    from pmsim import cache
+    from pmsim import PmsimError, cache
 
     use_cache = job.get("cache", True)
     k = cache.key(job["design"], workload=job["workload"], params=job["params"])
     stats = cache.load(k) if use_cache else None
+    flat = None
+    if stats is not None:
+        try:
+            flat = flatten(stats)
+        except (KeyError, TypeError, AttributeError, ValueError):  # a damaged entry: rerun the job
+            stats = None
     if stats is None:
-        stats = run(job["design"], workload=job["workload"], **job["params"])
+        try:
+            stats = run(job["design"], workload=job["workload"], **job["params"])
+        except PmsimError as e:
+            # Which of the sweep's runs failed: the core's message names only what went wrong.
+            raise PmsimError(f"{job_name(job)}: {e}") from None
         try:
             cache.store(k, stats)
         except OSError:  # a read-only or full cache folder never fails the run
             pass
+        flat = flatten(stats)
     row = {"design": job["design"], "workload": job["workload"], **job["label"]}
-    row.update(flatten(stats))
+    row.update(flat)
     return row
 
 
@@ -44,12 +61,32 @@ def jobs_for(
     grid: dict[str, Iterable[Any]] | None = None,
     **fixed: Any,
 ) -> list[dict]:
-    """The cartesian product designs × workloads × grid, each with the fixed parameters."""
-    grid = grid or {}
+    """The cartesian product designs × workloads × grid, each with the fixed parameters.
+
+    ``designs`` and ``workloads`` are a name or a list of names; ``grid`` maps a parameter to a
+    non-empty list of values. A parameter given twice (in the grid and fixed, or as both
+    ``pm.write_ns`` and ``pm_write_ns``) is refused: one of the values would silently not run.
+    """
+    from pmsim import PmsimError
+    from pmsim.api import check_once, names_arg
+
+    designs = names_arg("designs", designs, allow_empty=True)
+    workloads = names_arg("workloads", workloads, allow_empty=True)
+    grid = {} if grid is None else grid
+    if not isinstance(grid, dict):
+        raise PmsimError(f"grid must be a dict of parameter -> list of values, got {grid!r}")
+    values_of = {}
+    for k, vs in grid.items():
+        if isinstance(vs, (str, bytes)) or not isinstance(vs, Iterable):
+            raise PmsimError(f"grid '{k}' must be a list of values (e.g. [90, 180]), got {vs!r}")
+        values_of[k] = list(vs)
+        if not values_of[k]:
+            raise PmsimError(f"grid '{k}': no values (give at least one)")
+    check_once([("grid", grid), ("fixed", fixed)])
     keys = list(grid)
     out = []
     for w in workloads:
-        for values in itertools.product(*(list(grid[k]) for k in keys)) if keys else [()]:
+        for values in itertools.product(*(values_of[k] for k in keys)) if keys else [()]:
             label = dict(zip(keys, values, strict=True))
             for d in designs:
                 out.append({"design": d, "workload": w, "label": label, "params": {**fixed, **label}})
@@ -115,6 +152,10 @@ def run_jobs(
     first failing run stops the sweep and its error (a :class:`pmsim.PmsimError`) is raised;
     runs not yet started are cancelled.
     """
+    from pmsim.api import int_arg
+
+    if workers is not None:
+        workers = int_arg("workers", workers, 1, None)
     check_jobs(jobs)
     jobs = [{**j, "cache": cache} for j in jobs]
     rows: list[dict | None] = [None] * len(jobs)
@@ -206,13 +247,19 @@ def _dask_client(scheduler: Any):
         raise PmsimError("cluster sweeps need Dask distributed: pip install 'pmsim[cluster]'") from e
     if isinstance(scheduler, Client):
         return scheduler, False
+    from pmsim import PmsimError
+
     try:
         # An address (tcp://host:8786) or a cluster object (LocalCluster, SLURMCluster, PBSCluster, ...).
         return Client(scheduler, timeout="30s"), True
     except OSError as e:
-        from pmsim import PmsimError
-
-        raise PmsimError(f"cannot reach the Dask scheduler {scheduler}: {e}") from e
+        raise PmsimError(f"--scheduler {scheduler}: cannot reach the Dask scheduler: {e}") from e
+    except (ValueError, TypeError, KeyError) as e:
+        # Dask's address parser: 'foo' (no port), 'tcp://host:abc', 'http://...' (no such scheme).
+        raise PmsimError(
+            f"--scheduler {scheduler}: not a Dask scheduler address ({type(e).__name__}: {e}); "
+            "expected tcp://HOST:PORT"
+        ) from e
 
 
 def sweep(
@@ -228,9 +275,16 @@ def sweep(
 ) -> pd.DataFrame:
     """Runs every design on every workload for every point of ``grid``; the same columns as
     ``pmsim sweep -o results.parquet`` writes. Runs are cached (``cache=False`` reruns them).
+    ``designs`` and ``workloads`` are a name or a list of names; ``workers`` is at least 1. A
+    parameter both in ``grid`` and fixed (or spelled twice: ``pm.write_ns``, ``pm_write_ns``) is
+    refused.
 
     >>> sweep(["baseline", "eadr"], ["array"], grid={"pm_write_ns": [90, 180]}, ops=200)
     """
+    from pmsim.api import names_arg
+
+    # An empty list would return an empty table: surely not what was meant.
+    designs, workloads = names_arg("designs", designs), names_arg("workloads", workloads)
     return run_jobs(
         jobs_for(designs, workloads, grid, **fixed),
         workers=workers,

@@ -186,3 +186,38 @@ def test_nested_operations_are_counted_as_the_timing_engine_counts_them(tmp_path
     run = json.loads(pmsim_cli("run", "--trace", p, "--design", "eadr", "--json", check=True).stdout)
     assert out["ops"] == run["operations"] == 3
     assert out["instr_ops_per_s"] == pytest.approx(run["ops_per_sec"])
+
+
+def test_a_piped_trace_is_analysed_and_compared_like_its_file(tmp_path):
+    # A pipe reads once: analyze (analysis + eadr run) and compare (one run per design) read it
+    # into memory or a copy instead of opening it again.
+    import subprocess
+
+    from conftest import PMSIM
+
+    pmsim_cli(
+        "trace",
+        "gen",
+        "--workload",
+        "nstore",
+        "-p",
+        "ops=40",
+        "-p",
+        "threads=2",
+        "-o",
+        tmp_path / "n.bin",
+        check=True,
+    )
+    pmsim_cli("trace", "convert", tmp_path / "n.bin", tmp_path / "n.trace", check=True)
+    for name in ("n.bin", "n.trace"):
+        for cmd in (
+            ["analyze", "--model", "strict,epoch", "--json"],
+            ["compare", "--designs", "baseline,eadr", "-q"],
+        ):
+            direct = pmsim_cli(*cmd, "--trace", tmp_path / name, check=True).stdout
+            with open(tmp_path / name, "rb") as f:
+                piped = subprocess.run(
+                    [*PMSIM, *cmd, "--trace", "/dev/stdin"], stdin=f, capture_output=True, text=True
+                )
+            assert piped.returncode == 0, piped.stderr
+            assert piped.stdout.replace("/dev/stdin", "T") == direct.replace(str(tmp_path / name), "T")

@@ -249,13 +249,14 @@ OUTPUT_COMMANDS = {
 
 @pytest.mark.parametrize("command", sorted(OUTPUT_COMMANDS))
 def test_output_onto_a_symlink_writes_its_target_and_keeps_the_link(cli, tmp_path, sample_trace, command):
-    target = tmp_path / "target.out"
+    # .csv: a table suffix for compare and sweep, any file for the others (binary for trace gen).
+    target = tmp_path / "target.csv"
     target.write_text("old\n")
-    link = tmp_path / "link.out"
+    link = tmp_path / "link.csv"
     link.symlink_to(target)
     cli(*OUTPUT_COMMANDS[command](link, sample_trace), check=True)
     assert link.is_symlink() and os.readlink(link) == str(target)
-    assert target.read_text() != "old\n"
+    assert target.read_bytes() != b"old\n"
 
 
 @pytest.mark.parametrize("command", sorted(OUTPUT_COMMANDS))
@@ -266,7 +267,7 @@ def test_output_onto_a_device_writes_through(cli, sample_trace, command):
 
 @pytest.mark.parametrize("command", sorted(OUTPUT_COMMANDS))
 def test_output_into_a_missing_folder_is_created(cli, tmp_path, sample_trace, command):
-    dst = tmp_path / "a" / "b" / "out.trace"
+    dst = tmp_path / "a" / "b" / "out.csv"
     cli(*OUTPUT_COMMANDS[command](dst, sample_trace), check=True)
     assert dst.stat().st_size > 0
 
@@ -305,3 +306,250 @@ def test_python_api_refuses_checking_nothing():
     for kw in ({"random": 0}, {"random": 3, "max_failures": 0}):
         with pytest.raises(pmsim.PmsimError, match="at least 1"):
             pmsim.crash("baseline", workload="array", ops=5, threads=1, **kw)
+
+
+# --- a parameter given twice, whatever the spelling -----------------------------------------
+
+SWEEP1 = ["sweep", "--designs", "baseline", "--workloads", "array", "-p", "threads=1", "-q"]
+
+
+@pytest.mark.parametrize(
+    "args, mentions",
+    [
+        (
+            [*SWEEP1, "--grid", "pm.write_ns=90", "--grid", "pm_write_ns=300"],
+            ["pm.write_ns=90", "pm_write_ns=300"],
+        ),
+        ([*SWEEP1, "--grid", "ops=10", "--grid", "ops=20"], ["--grid ops=10", "--grid ops=20"]),
+        ([*SWEEP1, "--grid", "pm.write_ns=90", "--set", "pm.write_ns=300"], ["--grid", "--set"]),
+        ([*SWEEP1, "--grid", "ops=10,20", "-p", "ops=5"], ["-p ops=5", "--grid ops=10,20"]),
+        (
+            ["compare", "--designs", "baseline", "-p", "pm.write_ns=300", "--set", "pm.write_ns=90", "-q"],
+            ["-p pm.write_ns=300", "--set pm.write_ns=90"],
+        ),
+        ([*RUN, "-p", "ops=30"], ["-p ops=20", "-p ops=30"]),
+        ([*RUN, "--set", "pm_write_ns=1", "--set", "pm.write_ns=2"], ["pm_write_ns=1", "pm.write_ns=2"]),
+    ],
+    ids=["grid-alias", "grid-repeat", "grid-and-set", "grid-and-p", "compare-p-and-set", "run-p", "run-set"],
+)
+def test_a_parameter_given_twice_is_refused(cli, tmp_path, args, mentions):
+    line = assert_clean_error(cli(*args, "-o", tmp_path / "out.csv"), mentions=[*mentions, "twice"])
+    assert not (tmp_path / "out.csv").exists(), line
+
+
+def test_python_sweep_refuses_a_parameter_in_the_grid_and_fixed():
+    import pmsim
+
+    with pytest.raises(pmsim.PmsimError, match="pm.write_ns.*twice.*'pm.write_ns'.*'pm_write_ns'"):
+        pmsim.sweep("baseline", "array", grid={"pm.write_ns": [90]}, pm_write_ns=300, progress=False)
+    with pytest.raises(pmsim.PmsimError, match="'pm_write_ns'.*'pm.write_ns'"):
+        pmsim.sweep("baseline", "array", grid={"pm_write_ns": [90], "pm.write_ns": [300]}, progress=False)
+
+
+@pytest.mark.parametrize("address", ["foo", "tcp://", "tcp://localhost:abc", "http://localhost:1"])
+def test_bad_scheduler_address_is_a_usage_error(cli, address):
+    pytest.importorskip("distributed")
+    args = ["sweep", "--designs", "baseline", "--workloads", "array", "-p", "ops=5", "-q"]
+    assert_clean_error(cli(*args, "--scheduler", address), mentions=[f"--scheduler {address}:"])
+
+
+def test_a_failing_sweep_run_names_its_job(cli, tmp_path):
+    args = ["sweep", "--designs", "baseline", "--workloads", "hotline", "-p", "ops=1000"]
+    args += ["-p", "compute=4294967296", "-p", "threads=1", "--grid", "core.freq_ghz=2,0.01"]
+    p = cli(*args, "--set", "core.ipc=0.01", "-j", "1", "-q", "-o", tmp_path / "swf.csv")
+    assert_clean_error(
+        p, mentions=["design baseline, workload hotline, core.freq_ghz=0.01: simulated time would pass"]
+    )
+    assert not (tmp_path / "swf.csv").exists()
+
+
+# --- Python API argument types ------------------------------------------------------------
+
+
+def test_python_api_takes_one_name_one_instant_and_path_objects(tmp_path, sample_trace):
+    import pmsim
+
+    one = pmsim.crash("baseline", workload="array", ops=10, threads=1, at="12")
+    assert one["images"] == 1
+    listed = pmsim.crash("baseline", workload="array", ops=10, threads=1, at=[12])
+    assert (one["images"], one["consistent"], one["failures"]) == (
+        listed["images"],
+        listed["consistent"],
+        listed["failures"],
+    )
+    assert pmsim.crash("baseline", workload="array", ops=10, threads=1, at=12)["images"] == 1
+    df = pmsim.sweep("baseline", "array", ops=10, threads=1, progress=False)
+    assert list(df.design) == ["baseline"] and list(df.workload) == ["array"]
+    assert (
+        pmsim.run("baseline", trace=sample_trace)["events"]
+        == pmsim.run("baseline", trace=str(sample_trace))["events"]
+    )
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[pm]\nwrite_ns = 300.0\n")
+    assert "write_ns = 300" in pmsim.config_show(cfg)
+    assert pmsim.trace_stats(sample_trace)["events"] > 0
+    assert pmsim.analyze(sample_trace, instr_ops_per_s=1e6)["events"] > 0
+    assert pmsim.trace_generate("array", tmp_path / "g.bin", ops=5, threads=1) > 0
+    # The analyze docstring's example kwarg is a real parameter.
+    assert "core_ghz" not in pmsim.analyze.__doc__
+    assert pmsim.analyze(workload="array", ops=10, threads=1, core_freq_ghz=3)["events"] > 0
+
+
+def _crash(**kw):
+    import pmsim
+
+    return pmsim.crash("baseline", workload="array", ops=5, threads=1, **kw)
+
+
+def _sweep(*names, **kw):
+    import pmsim
+
+    return pmsim.sweep(*(names or ("baseline", "array")), ops=5, threads=1, progress=False, **kw)
+
+
+def _analyze(**kw):
+    import pmsim
+
+    return pmsim.analyze(workload="array", ops=5, threads=1, **kw)
+
+
+@pytest.mark.parametrize(
+    "call, mentions",
+    [
+        (lambda: _crash(random=-1), ["random", "at least 1"]),
+        (lambda: _crash(random=2**64), ["random", "at least 1"]),
+        (lambda: _crash(random=3, seed=-1), ["seed", "at least 0"]),
+        (lambda: _crash(random=3, seed=2**64), ["seed", "at least 0"]),
+        (lambda: _crash(random=3, max_failures=-1), ["max_failures", "at least 1"]),
+        (lambda: _crash(random="3"), ["random"]),
+        (lambda: _analyze(atomic_bytes=2**70), ["atomic_bytes", "8 to 256"]),
+        (lambda: _analyze(persist_ns="x"), ["persist_ns", "positive number"]),
+        (lambda: _analyze(instr_ops_per_s="x"), ["instr_ops_per_s", "positive number"]),
+        (lambda: _sweep(workers="x"), ["workers", "at least 1"]),
+        (lambda: _sweep(workers=0), ["workers", "at least 1"]),
+        (lambda: _sweep(workers=-1), ["workers", "at least 1"]),
+        (lambda: _sweep(grid={"ops": 10}), ["grid 'ops'", "list of values"]),
+        (lambda: _sweep(grid={"ops": []}), ["grid 'ops'", "no values"]),
+        (lambda: _sweep([], "array"), ["designs", "empty"]),
+        (lambda: _sweep("baseline", []), ["workloads", "empty"]),
+        (lambda: _crash(at=[12], trace=3), ["trace", "path"]),
+    ],
+    ids=[
+        "random-neg",
+        "random-big",
+        "seed-neg",
+        "seed-big",
+        "max-failures-neg",
+        "random-str",
+        "atomic-bytes-big",
+        "persist-ns-str",
+        "instr-str",
+        "workers-str",
+        "workers-0",
+        "workers-neg",
+        "grid-scalar",
+        "grid-empty",
+        "designs-empty",
+        "workloads-empty",
+        "trace-int",
+    ],
+)
+def test_python_api_bad_argument_is_a_pmsim_error_naming_it(call, mentions):
+    import pmsim
+
+    with pytest.raises(pmsim.PmsimError) as e:
+        call()
+    for m in mentions:
+        assert m in str(e.value), (m, str(e.value))
+
+
+# --- incomplete traces --------------------------------------------------------------------
+
+INCOMPLETE = "# pmsim trace v1\n# meta incomplete=killed by signal 11\nthreads 1\nT0 begin op\n"
+INCOMPLETE += "T0 store 0x100000000 8 1\nT0 end op\n"
+
+
+def test_incomplete_trace_is_refused_by_the_api_and_analyze_unless_allowed(cli, tmp_path):
+    import pmsim
+
+    t = tmp_path / "c.trace"
+    t.write_text(INCOMPLETE)
+    calls = {
+        "run": lambda **kw: pmsim.run("baseline", trace=t, **kw),
+        "crash": lambda **kw: pmsim.crash("baseline", trace=t, every=True, **kw),
+        "analyze": lambda **kw: pmsim.analyze(t, instr_ops_per_s=1e6, **kw),
+    }
+    for name, call in calls.items():
+        with pytest.raises(pmsim.PmsimError, match="incomplete .killed by signal 11.*--allow-incomplete"):
+            call()
+        assert call(allow_incomplete=True), name
+    args = ["analyze", "--trace", t, "--instr-ops-per-s", "1e6"]
+    assert_clean_error(cli(*args), mentions=["c.trace", "incomplete", "--allow-incomplete"])
+    cli(*args, "--allow-incomplete", check=True)
+
+
+# --- outputs: empty paths, formats by suffix ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [*RUN, "-o", ""],
+        ["compare", "--designs", "baseline", "-p", "ops=5", "-q", "-o", ""],
+        ["sweep", "--designs", "baseline", "--workloads", "array", "-p", "ops=5", "-q", "-o", ""],
+        ["trace", "gen", "--workload", "array", "-p", "ops=5", "-o", ""],
+        ["trace", "record", "-o", "", "--", "true"],
+        ["profile", "--workloads", "array", "--ops", "5", "--out", ""],
+        ["reproduce", "asap", "--out", ""],
+    ],
+    ids=["run", "compare", "sweep", "trace-gen", "trace-record", "profile", "reproduce"],
+)
+def test_empty_output_path_is_refused(cli, tmp_path, args):
+    assert_clean_error(cli(*args, cwd=tmp_path), mentions=["empty path"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_trace_convert_to_an_empty_path_is_refused(cli, sample_trace):
+    assert_clean_error(cli("trace", "convert", sample_trace, ""), mentions=["empty path"])
+
+
+@pytest.mark.parametrize(
+    "name, binary",
+    [
+        ("a.trace", False),
+        ("a.txt", False),
+        ("c.TXT", False),
+        ("d.Trace", False),
+        ("e.bin", True),
+        ("g.BIN", True),
+        ("foo.dat", True),
+        ("noext", True),
+    ],
+)
+def test_trace_gen_and_convert_pick_the_format_by_one_case_insensitive_rule(
+    cli, tmp_path, sample_trace, name, binary
+):
+    gen = tmp_path / "gen" / name
+    cli("trace", "gen", "--workload", "array", "-p", "ops=5", "-p", "threads=1", "-o", gen, check=True)
+    conv = tmp_path / "conv" / name
+    cli("trace", "convert", sample_trace, conv, check=True)
+    for f in (gen, conv):
+        assert f.read_bytes().startswith(b"PMSIMTRB") == binary, f
+        assert not f.read_bytes().startswith(b"# pmsim trace") == binary, f
+    # What was written reads back as the same trace.
+    assert (
+        cli("trace", "stats", conv, "--json", check=True).stdout
+        == cli("trace", "stats", sample_trace, "--json", check=True).stdout
+    )
+    assert sorted(p.name for p in gen.parent.iterdir()) == [name]
+
+
+def test_table_output_suffix_is_case_insensitive(cli, tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "t.JSON"
+    cli("compare", "--designs", "baseline", "-p", "ops=5", "-q", "-o", out, check=True)
+    assert list(pd.read_json(out, orient="records").design) == ["baseline"]
+    out = tmp_path / "t.Parquet"
+    cli("sweep", "--designs", "baseline", "--workloads", "array", "-p", "ops=5", "-q", "-o", out, check=True)
+    assert list(pd.read_parquet(out).design) == ["baseline"]

@@ -133,8 +133,14 @@ def test_reproduce_asap_under_a_config_file(cli, tmp_path: Path):
 
 @pytest.mark.parametrize(
     "body, mentions",
-    [("[noc]\nfrob_ns = 1\n", ["frob"]), ("[noc\n", ["bad.toml"]), ("[noc]\nack_ns = -3.0\n", ["ack_ns"])],
-    ids=["unknown-key", "syntax", "bad-value"],
+    [
+        ("[noc]\nfrob_ns = 1\n", ["frob"]),
+        ("[noc\n", ["bad.toml"]),
+        ("[noc]\nack_ns = -3.0\n", ["ack_ns"]),
+        # Validated as every other command's --config: a quoted number is not a number.
+        ('[pm]\nwrite_ns = "300"\n[rt]\nundo_reads_pm = "false"\n', ["bad.toml:2", "pm.write_ns"]),
+    ],
+    ids=["unknown-key", "syntax", "bad-value", "string-typed"],
 )
 def test_reproduce_bad_config_is_one_clear_line(cli, tmp_path: Path, body: str, mentions: list[str]):
     (tmp_path / "bad.toml").write_text(body)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from conftest import PMSIM
 
 import pmsim
@@ -127,3 +128,23 @@ def test_cache_key_changes_with_everything_that_decides_a_run(tmp_path):
     t.write_text("# pmsim trace v1\nthreads 1\nT0 sfence\n")
     os.utime(t, ns=(1, 1))
     assert cache.key("baseline", trace=str(t), params={}) != kt
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["[1,2]", '"x"', "{}", '{"design": "baseline"}', "{not json", "\xff\xfe"],
+    ids=["list", "string", "empty-object", "missing-keys", "bad-json", "not-utf8"],
+)
+def test_a_damaged_cache_entry_is_rerun_and_overwritten(tmp_path, entry):
+    cache = tmp_path / "cache"
+    args = [*PMSIM, "sweep", "--designs", "baseline", "--workloads", "array", "-p", "ops=10", "-j", "1", "-q"]
+    fresh = tmp_path / "fresh.csv"
+    assert subprocess.run([*args, "-o", fresh], env=_env(cache), capture_output=True).returncode == 0
+    (path,) = _entries(cache)
+    good = path.read_bytes()
+    path.write_bytes(entry.encode("latin-1"))
+    again = tmp_path / "again.csv"
+    p = subprocess.run([*args, "-o", again], env=_env(cache), capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert again.read_bytes() == fresh.read_bytes()
+    assert path.read_bytes() == good

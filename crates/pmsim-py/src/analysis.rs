@@ -37,6 +37,12 @@ pub fn analyze(input: &Input, req: &Request, cfg: &Config) -> Result<Vec<Report>
         }
     }
     let (counts, instr) = match input {
+        // A pipe or device (/dev/stdin) can be read once only: the analysis and the eadr run
+        // share one in-memory copy.
+        Input::File(path) if Path::new(path).exists() && !is_regular(Path::new(path)) => {
+            let t = Arc::new(runner::load_trace(path)?);
+            in_memory(&t, &models, &acfg, req, cfg, path)?
+        }
         Input::File(path) => {
             let p = Path::new(path);
             if !p.exists() {
@@ -52,25 +58,41 @@ pub fn analyze(input: &Input, req: &Request, cfg: &Config) -> Result<Vec<Report>
         }
         Input::Workload(name, params) => {
             let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
-            let t = Arc::new(g.trace);
-            let counts = analyze_trace(&t, &models, &acfg).map_err(|e| e.to_string())?;
-            let what = format!("workload {name}");
-            let instr = match req.instr_ops_per_s {
-                Some(r) => Some(r),
-                None if !has_ops(&counts) => None,
-                None => {
-                    let cfg = &cfg.for_threads(t.num_threads());
-                    let d = design::build("eadr", cfg, false)?;
-                    let mut sim = Simulator::new(cfg, d, t.pm.clone(), VecSource::all(&t), t.labels.clone(), false)
-                        .map_err(|e| e.to_string())?;
-                    sim.run().map_err(|e| e.to_string())?;
-                    Some(instr_rate(&RunStats::collect(&sim), &what)?)
-                }
-            };
-            (counts, instr)
+            in_memory(&Arc::new(g.trace), &models, &acfg, req, cfg, &format!("workload {name}"))?
         }
     };
     summarize(&counts, &acfg, instr).map_err(|e| e.to_string())
+}
+
+type Analysed = (Vec<(Model, pmsim_analysis::Counts)>, Option<f64>);
+
+/// The analysis of a trace in memory, and its instruction rate (an eadr run of it when needed).
+fn in_memory(
+    t: &Arc<pmsim_trace::Trace>,
+    models: &[Model],
+    acfg: &ACfg,
+    req: &Request,
+    cfg: &Config,
+    what: &str,
+) -> Result<Analysed, String> {
+    let counts = analyze_trace(t, models, acfg).map_err(|e| e.to_string())?;
+    let instr = match req.instr_ops_per_s {
+        Some(r) => Some(r),
+        None if !has_ops(&counts) => None,
+        None => {
+            let cfg = &cfg.for_threads(t.num_threads());
+            let d = design::for_trace("eadr", cfg, false, t.dialect())?;
+            let mut sim = Simulator::new(cfg, d, t.pm.clone(), VecSource::all(t), t.labels.clone(), false)
+                .map_err(|e| e.to_string())?;
+            sim.run().map_err(|e| e.to_string())?;
+            Some(instr_rate(&RunStats::collect(&sim), what)?)
+        }
+    };
+    Ok((counts, instr))
+}
+
+fn is_regular(p: &Path) -> bool {
+    std::fs::metadata(p).map(|m| m.is_file()).unwrap_or(false)
 }
 
 /// A trace without `begin`/`end` pairs still has a critical path, but no rate per operation, so

@@ -63,7 +63,26 @@ impl Opened {
 }
 
 /// Opens a trace for replay: binary files stream, text files are parsed.
+/// The engine's limit on a trace's threads, checked where the file is known so the message
+/// names it.
+fn simulable_threads(path: &str, n: usize) -> Result<(), String> {
+    match n {
+        1..=64 => Ok(()),
+        _ => Err(format!(
+            "{path}: the trace has {n} threads; pmsim simulates 1..=64 (one core per thread, core.count at most 64)"
+        )),
+    }
+}
+
 pub fn sources(input: &Input) -> Result<Opened, String> {
+    let opened = open_sources(input)?;
+    if let Input::File(path) = input {
+        simulable_threads(path, opened.sources.len())?;
+    }
+    Ok(opened)
+}
+
+fn open_sources(input: &Input) -> Result<Opened, String> {
     match input {
         Input::File(path) => {
             let p = Path::new(path);
@@ -289,7 +308,11 @@ pub fn crash(
     };
     design::build(design, cfg, allow_broken)?;
     let (trace, recovery, replay) = match input {
-        Input::File(path) => (Arc::new(load_trace(path)?), None, format!("--trace {path}")),
+        Input::File(path) => {
+            let t = load_trace(path)?;
+            simulable_threads(path, t.num_threads())?;
+            (Arc::new(t), None, format!("--trace {path}"))
+        }
         Input::Workload(name, params) => {
             let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
             let mut replay = format!("--workload {name}");

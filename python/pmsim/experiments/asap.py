@@ -101,9 +101,14 @@ def available() -> tuple[list[str], list[str]]:
 
 
 def config_overrides(path: str | Path) -> dict[str, str]:
-    """A TOML configuration file as run keyword arguments (``section_key=value``)."""
-    from pmsim import PmsimError
+    """A TOML configuration file as run keyword arguments (``section_key=value``).
 
+    The file is first loaded and validated by the core, as ``--config`` of every other command
+    (``pmsim config show --config FILE``): the same messages, with FILE:LINE, and the same types
+    (``write_ns = "300"`` is refused, not read as 300)."""
+    from pmsim import PmsimError, _core
+
+    _core.config_show(str(path), {})
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
