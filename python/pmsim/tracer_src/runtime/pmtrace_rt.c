@@ -521,6 +521,22 @@ static void defer(unsigned what, unsigned kind, const void *addr, uint64_t size,
   } while (size);
 }
 
+/* The body of every event entry point: `emit_call` (an emit_*(b, ...) call) between enter() and
+ * leave(), or, in a signal handler that interrupted the thread inside the tracer, the event
+ * deferred with defer(`what`, `kind`, `addr`, `size`, `with_value`, `label`). */
+#define EMIT_OR_DEFER(what, kind, addr, size, with_value, label, emit_call) \
+  do { \
+    if (t_busy) { \
+      defer(what, kind, addr, size, with_value, label); \
+      return; \
+    } \
+    struct tbuf *b = enter(); \
+    if (!b) \
+      return; \
+    emit_call; \
+    leave(b); \
+  } while (0)
+
 /* ---------- events (between enter() and leave()) ---------- */
 
 /* One memory event of at most 64 bytes within one line. */
@@ -563,15 +579,8 @@ static void mem_access(unsigned kind, const void *addr, uint64_t size, int with_
     __pmt_icount++; /* still an instruction the thread executes */
     return;
   }
-  if (t_busy) {
-    defer(P_MEM, kind, addr, size, with_value, NULL);
-    return;
-  }
-  struct tbuf *b = enter();
-  if (!b)
-    return;
-  emit_mem(b, kind, (uint64_t)addr, size, with_value ? addr : NULL);
-  leave(b);
+  EMIT_OR_DEFER(P_MEM, kind, addr, size, with_value, NULL,
+                emit_mem(b, kind, (uint64_t)addr, size, with_value ? addr : NULL));
 }
 
 /* ---------- sync events: ordinals per address ---------- */
@@ -636,15 +645,7 @@ static void emit_sync(struct tbuf *b, unsigned kind, const void *addr, unsigned 
 static void sync_ev(unsigned kind, const void *addr, unsigned size, int with_value) {
   if (!g_on)
     return;
-  if (t_busy) {
-    defer(P_SYNC, kind, addr, size, with_value, NULL);
-    return;
-  }
-  struct tbuf *b = enter();
-  if (!b)
-    return;
-  emit_sync(b, kind, addr, size, with_value ? addr : NULL);
-  leave(b);
+  EMIT_OR_DEFER(P_SYNC, kind, addr, size, with_value, NULL, emit_sync(b, kind, addr, size, with_value ? addr : NULL));
 }
 
 static void emit_fence(struct tbuf *b, unsigned kind) {
@@ -656,15 +657,7 @@ static void emit_fence(struct tbuf *b, unsigned kind) {
 static void fence_ev(unsigned kind) {
   if (!g_on)
     return;
-  if (t_busy) {
-    defer(P_FENCE, kind, NULL, 0, 0, NULL);
-    return;
-  }
-  struct tbuf *b = enter();
-  if (!b)
-    return;
-  emit_fence(b, kind);
-  leave(b);
+  EMIT_OR_DEFER(P_FENCE, kind, NULL, 0, 0, NULL, emit_fence(b, kind));
 }
 
 static void emit_flush(struct tbuf *b, unsigned kind, const void *addr) {
@@ -685,15 +678,7 @@ static void flush_ev(unsigned kind, const void *addr) {
   translate((uint64_t)addr, &pm);
   if (!pm && g_drop_volatile)
     return;
-  if (t_busy) {
-    defer(P_FLUSH, kind, addr, 0, 0, NULL);
-    return;
-  }
-  struct tbuf *b = enter();
-  if (!b)
-    return;
-  emit_flush(b, kind, addr);
-  leave(b);
+  EMIT_OR_DEFER(P_FLUSH, kind, addr, 0, 0, NULL, emit_flush(b, kind, addr));
 }
 
 static void emit_op(struct tbuf *b, unsigned kind, const char *label);
@@ -808,15 +793,7 @@ static void emit_op(struct tbuf *b, unsigned kind, const char *label) {
 static void op_ev(unsigned kind, const char *label) {
   if (!g_on)
     return;
-  if (t_busy) {
-    defer(P_OP, kind, NULL, 0, 0, label);
-    return;
-  }
-  struct tbuf *b = enter();
-  if (!b)
-    return;
-  emit_op(b, kind, label);
-  leave(b);
+  EMIT_OR_DEFER(P_OP, kind, NULL, 0, 0, label, emit_op(b, kind, label));
 }
 
 void pmsim_begin(const char *label) { op_ev(K_BEGIN, label); }
