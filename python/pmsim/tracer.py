@@ -251,6 +251,17 @@ def _repair(path: Path, why: str) -> None:
     meta = f"incomplete={why}".encode()
     tail = b"\x03" + struct.pack("<I", len(meta)) + meta + b"\x00" + struct.pack("<QI", events, labels)
     path.write_bytes(data[:good] + tail)
+    # Threads whose buffers died with the program took event ids they never wrote: keep the
+    # events before the first missing one (a prefix of the global order reads as a trace).
+    from pmsim import _core
+
+    cut = path.with_name(path.name + ".cut")
+    try:
+        _core.trace_cut_at_gap(str(path), str(cut))
+        add_meta_binary(cut, _core.trace_meta(str(path)))
+        os.replace(cut, path)
+    finally:
+        cut.unlink(missing_ok=True)
 
 
 def _has_end(path: Path) -> bool:

@@ -22,6 +22,7 @@ PROG = r"""
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +51,14 @@ static void *short_thread(void *a) { persist(&pm[8 * ((long)a % 64)], (uint64_t)
 static void *spinner(void *a) {
   (void)a;
   for (uint64_t r = 0;; r++) persist(&pm[8 * (r % 64)], r);
+  return NULL;
+}
+static sem_t posted;
+static void *poster(void *a) {
+  (void)a;
+  for (int i = 0; i < 5; i++) persist(&pm[512 + 8 * i], 0x77);
+  sem_post(&posted);
+  pause();
   return NULL;
 }
 static void *ender(void *a) {
@@ -136,6 +145,15 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "split")) {
     uint64_t *w = (uint64_t *)((char *)&pm[64] + 60); /* bytes 60..67 of a line */
     __atomic_fetch_add(w, 0x0101010101010101ULL, __ATOMIC_SEQ_CST);
+  } else if (!strcmp(mode, "killed")) {
+    /* T1 stores and posts, then waits with its buffer unwritten; main writes several blocks,
+     * then dies of SIGKILL: T1's event ids are missing from the file. */
+    sem_init(&posted, 0, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, poster, NULL);
+    sem_wait(&posted);
+    for (long i = 0; i < 20000; i++) persist(&pm[8 * (i % 64)], (uint64_t)i);
+    kill(getpid(), SIGKILL);
   } else if (!strcmp(mode, "bad_end")) {
     pthread_t t;
     pthread_create(&t, NULL, spinner, NULL);
@@ -292,6 +310,24 @@ def test_a_split_lock_rmw_is_its_first_lines_bytes_and_a_store_of_the_rest(prog,
     i = next(k for k, e in enumerate(ev) if e[1] == "rmw")
     assert ev[i][2:5] == ["0x10000023c", "4", "1010101"]
     assert ev[i + 1][1:5] == ["store", "0x100000240", "4", "1010101"]
+
+
+def test_a_killed_programs_trace_is_cut_at_its_first_missing_event(prog, tmp_path):
+    # SIGKILL cannot be caught: T1's buffer dies with the process while main's blocks reached
+    # the file, so event ids are missing. The repair keeps the prefix before the first one.
+    out = tmp_path / "killed.bin"
+    r = _record(prog, out, "killed")
+    assert r.returncode == 2 and "SIGKILL" in r.stderr, r.stderr
+    s = pmsim_cli("trace", "stats", out, "--json")
+    assert s.returncode == 0, s.stderr
+    stats = json.loads(s.stdout)
+    assert dict(stats["meta"])["incomplete"] == "killed by signal 9"
+    assert 0 < stats["events"] < 3 * 20000
+    text = tmp_path / "killed.trace"
+    pmsim_cli("trace", "convert", out, text, check=True)
+    assert not [e for e in _events(text) if e[0] == "T1" and e[1] == "store"]  # T1's stores were lost
+    c = pmsim_cli("crash", "--trace", out, "--design", "baseline", "--every", "--allow-incomplete", "-q")
+    assert c.returncode == 0 and "OK" in c.stdout, c.stdout + c.stderr
 
 
 def test_a_runtime_error_gives_one_message_and_a_readable_incomplete_trace(prog, tmp_path):

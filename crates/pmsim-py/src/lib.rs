@@ -149,6 +149,20 @@ fn trace_meta(path: String) -> PyResult<Vec<(String, String)>> {
     pmsim_trace::meta::read_meta(std::path::Path::new(&path)).map_err(|e| err(e.to_string()))
 }
 
+/// Rewrites the binary trace a killed program left at `src` (whole blocks, END appended by the
+/// repair) to `dst`, cut at its first missing event (`binary::read_to_first_gap`); returns how
+/// many events after the gap were dropped. META is not carried (the caller adds it).
+#[pyfunction]
+fn trace_cut_at_gap(src: String, dst: String) -> PyResult<u64> {
+    let (t, dropped) =
+        pmsim_trace::binary::read_to_first_gap(std::path::Path::new(&src)).map_err(|e| err(e.to_string()))?;
+    output::write_with(&dst, |out| {
+        pmsim_trace::binary::write(out, &t, false).map_err(|e| format!("{dst}: {e}"))?;
+        Ok(dropped)
+    })
+    .map_err(err)
+}
+
 /// Writes a workload's trace to `dst` (binary if it ends in .bin or .pmtb); returns the event count.
 #[pyfunction]
 #[pyo3(signature = (workload, params, dst, compress=true))]
@@ -261,6 +275,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(trace_generate, m)?)?;
     m.add_function(wrap_pyfunction!(trace_meta, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_cut_at_gap, m)?)?;
     m.add_function(wrap_pyfunction!(crash, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     Ok(())

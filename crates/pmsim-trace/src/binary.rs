@@ -521,6 +521,42 @@ pub fn read<R: Read + Seek>(file: &str, r: R) -> Result<Trace, TraceError> {
     Ok(t)
 }
 
+/// Reads what a writer that died left (`pmsim trace record` repairs a killed program's trace
+/// with it): every whole block, cut at the first event id no thread holds. Each thread's events
+/// up to its last written block are there, but an id a thread took and never wrote (its buffer
+/// died with the process) leaves a gap; the events before the first gap are a prefix of the
+/// global order, which is a valid trace (sync ordinals count in that order too). Returns the
+/// trace and how many events after the gap were dropped.
+pub fn read_to_first_gap(path: &std::path::Path) -> Result<(Trace, u64), TraceError> {
+    let file = path.display().to_string();
+    let f = std::fs::File::open(path).map_err(|e| TraceError::io(&file, e))?;
+    let mut c = Cursor::open(&file, std::io::BufReader::new(f))?;
+    let mut threads = vec![crate::ThreadStream::default(); c.header.threads];
+    let mut labels: Vec<String> = Vec::new();
+    loop {
+        let at = c.offset;
+        match c.next(&|_| true)? {
+            Some(Record::Block { thread, count, payload }) => {
+                let s = &mut threads[thread];
+                decode_block(&payload, count, &mut s.events, &mut s.bytes)
+                    .map_err(|m| TraceError::new(&file, 0, format!("block at byte {at}: {m}")))?;
+            }
+            Some(Record::Label { name, .. }) => labels.push(name),
+            Some(Record::End { .. }) | None => break,
+        }
+    }
+    let mut gids: Vec<u64> = threads.iter().flat_map(|t| t.events.iter().map(|e| e.gid)).collect();
+    gids.sort_unstable();
+    let cut = gids.iter().enumerate().find(|&(i, &g)| g != i as u64).map_or(gids.len(), |(i, _)| i) as u64;
+    for t in &mut threads {
+        let keep = t.events.partition_point(|e| e.gid < cut);
+        t.events.truncate(keep);
+    }
+    let t = Trace { pm: c.header.pm.clone(), labels, threads };
+    crate::validate::check_trace(&t).map_err(|m| TraceError::new(&file, 0, m))?;
+    Ok((t, gids.len() as u64 - cut))
+}
+
 /// Reads a binary trace from a path.
 pub fn read_path(path: &std::path::Path) -> Result<Trace, TraceError> {
     let name = path.display().to_string();

@@ -367,6 +367,33 @@ mod tests {
     }
 
     #[test]
+    fn a_dead_writers_file_is_cut_at_its_first_missing_event() {
+        // T1's event 2 never reached the file (its buffer died with the program): the readers
+        // refuse the gap; the repair keeps the events before it and reads as a valid trace.
+        let mut r = ok_raw();
+        r.events.push((1, 4, Event { aux: 0, ..Event::mem(Kind::Release, 0x2000, 8) }, None));
+        r.events.remove(2);
+        r.end_total = Some(4);
+        let bytes = encode(&r);
+        let (mem, _) = verdicts(&bytes);
+        assert!(mem.unwrap_err().contains("missing events"));
+        let path = std::env::temp_dir().join(format!("pmsim-gap-{}.bin", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let (t, dropped) = crate::binary::read_to_first_gap(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(dropped, 2);
+        let kept: Vec<(usize, u64)> =
+            (0..2).flat_map(|th| t.threads[th].events.iter().map(move |e| (th, e.gid))).collect();
+        assert_eq!(kept, vec![(0, 0), (0, 1)]);
+        // Without a gap nothing is dropped.
+        let path = std::env::temp_dir().join(format!("pmsim-nogap-{}.bin", std::process::id()));
+        std::fs::write(&path, encode(&ok_raw())).unwrap();
+        let (t, dropped) = crate::binary::read_to_first_gap(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!((dropped, t.threads[0].events.len() + t.threads[1].events.len()), (0, 4));
+    }
+
+    #[test]
     fn a_valid_file_passes_both_readers() {
         let (mem, streamed) = verdicts(&encode(&ok_raw()));
         mem.unwrap();
