@@ -381,19 +381,31 @@ impl<R: Read + Seek> Cursor<R> {
                     if thread >= self.header.threads {
                         return Err(self.bad(&format!("block for thread {thread} of {}", self.header.threads)));
                     }
+                    if stored_len > 64 << 20 || raw_len > 256 << 20 {
+                        return Err(self.bad("block larger than this format allows"));
+                    }
+                    let lz4 = self.header.flags & FLAG_LZ4 != 0;
+                    if !lz4 && raw_len != stored_len {
+                        return Err(self.bad(&format!(
+                            "uncompressed block with raw length {raw_len} but stored length {stored_len}"
+                        )));
+                    }
                     if !want(thread) {
                         self.r.seek(SeekFrom::Current(stored_len as i64)).map_err(|_| self.bad("truncated block"))?;
                         self.offset += stored_len as u64;
                         continue;
                     }
-                    if stored_len > 64 << 20 || raw_len > 256 << 20 {
-                        return Err(self.bad("block larger than this format allows"));
-                    }
                     let mut stored = vec![0u8; stored_len];
                     self.r.read_exact(&mut stored).map_err(|_| self.bad("truncated block"))?;
                     self.offset += stored_len as u64;
-                    let payload = if self.header.flags & FLAG_LZ4 != 0 {
-                        lz4_flex::decompress(&stored, raw_len).map_err(|e| self.bad(&format!("corrupt block: {e}")))?
+                    let payload = if lz4 {
+                        let p = lz4_flex::decompress(&stored, raw_len)
+                            .map_err(|e| self.bad(&format!("corrupt block: {e}")))?;
+                        if p.len() != raw_len {
+                            let msg = format!("corrupt block: {} bytes decompressed, raw length {raw_len}", p.len());
+                            return Err(self.bad(&msg));
+                        }
+                        p
                     } else {
                         stored
                     };

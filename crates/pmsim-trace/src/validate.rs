@@ -367,6 +367,25 @@ mod tests {
     }
 
     #[test]
+    fn block_lengths_are_checked_before_the_block_is_read() {
+        // ok_raw's first block: header 36 B, its label record 11 B, then tag, thread, count,
+        // raw length (byte 56), stored length (byte 60).
+        let good = encode(&ok_raw());
+        assert_eq!(good[47], TAG_BLOCK);
+        let mut raw = good.clone();
+        raw[56] ^= 1;
+        let mut huge = good.clone();
+        huge[60..64].copy_from_slice(&u32::MAX.to_le_bytes());
+        for (bytes, mentions) in [(raw, "raw length"), (huge, "larger than this format allows")] {
+            let (mem, streamed) = verdicts(&bytes);
+            for (which, v) in [("in-memory", mem), ("streaming", streamed)] {
+                let e = v.expect_err(which);
+                assert!(e.contains(mentions) && e.contains("byte 6"), "{which}: {e}");
+            }
+        }
+    }
+
+    #[test]
     fn a_dead_writers_file_is_cut_at_its_first_missing_event() {
         // T1's event 2 never reached the file (its buffer died with the program): the readers
         // refuse the gap; the repair keeps the events before it and reads as a valid trace.
