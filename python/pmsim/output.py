@@ -37,20 +37,35 @@ def resolve(path: str | Path) -> tuple[Path, bool]:
             raise PmsimError(f"{p}: is a directory")
         real = p.resolve()
         return (real, True) if real.is_file() else (p, False)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = (
+            "a file on that path is not a folder"
+            if isinstance(e, (FileExistsError, NotADirectoryError))
+            else e.strerror
+        )
+        raise PmsimError(f"{p}: cannot create its folder {p.parent}: {why}") from None
     return p, True
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:
     target, atomic = resolve(path)
     if not atomic:
-        with open(target, "wb") as f:
-            f.write(data)
+        try:
+            with open(target, "wb") as f:
+                f.write(data)
+        except OSError as e:
+            raise PmsimError(f"{path}: cannot write: {e.strerror or e}") from None
         return
     tmp = target.with_name(target.name + ".partial")
     try:
         tmp.write_bytes(data)
         os.replace(tmp, target)
+    except OSError as e:
+        # Named as the user gave it: the temporary file beside it is ours.
+        tmp.unlink(missing_ok=True)
+        raise PmsimError(f"{path}: cannot write: {e.strerror or e}") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -553,3 +553,14 @@ def test_table_output_suffix_is_case_insensitive(cli, tmp_path):
     out = tmp_path / "t.Parquet"
     cli("sweep", "--designs", "baseline", "--workloads", "array", "-p", "ops=5", "-q", "-o", out, check=True)
     assert list(pd.read_parquet(out).design) == ["baseline"]
+
+
+def test_an_output_that_cannot_be_written_is_named_as_given(cli, tmp_path):
+    # Not by the temporary file written beside it, nor as a bare "File exists".
+    (tmp_path / "afile").write_text("x")
+    run = ("run", "--workload", "array", "-p", "ops=5", "--design", "baseline", "-o")
+    p = cli(*run, "/proc/pmsim-no/x.json")
+    assert_clean_error(p, mentions=["/proc/pmsim-no/x.json"])
+    assert ".partial" not in p.stderr
+    p = cli(*run, tmp_path / "afile" / "x.json")
+    assert_clean_error(p, mentions=[str(tmp_path / "afile" / "x.json"), "not a folder"])

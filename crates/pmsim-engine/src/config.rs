@@ -213,6 +213,32 @@ fn key_at_line(text: &str, line: usize) -> Option<String> {
     None
 }
 
+/// The line of a TOML file that sets the dotted parameter `name`, if one does.
+fn line_of(text: &str, name: &str) -> Option<usize> {
+    (1..=text.lines().count()).find(|&l| key_at_line(text, l).as_deref() == Some(name))
+}
+
+/// A TOML deserialiser's message in the words of the configuration reference: Rust's type names
+/// (`usize`, `f64`, `struct PbCfg`) mean nothing to a user.
+fn plain_types(msg: &str) -> String {
+    let mut out = msg.to_string();
+    for (rust, plain) in [
+        ("expected usize", "expected an integer >= 0"),
+        ("expected u64", "expected an integer >= 0"),
+        ("expected u32", "expected an integer >= 0"),
+        ("expected u16", "expected an integer >= 0"),
+        ("expected u8", "expected an integer >= 0"),
+        ("expected i64", "expected an integer"),
+        ("expected f64", "expected a number"),
+    ] {
+        out = out.replace(rust, plain);
+    }
+    match out.find("expected struct ") {
+        Some(i) => format!("{}expected a table (a [section] of parameters)", &out[..i]),
+        None => out,
+    }
+}
+
 fn param_err(name: &str, msg: impl Into<String>) -> ConfigError {
     ConfigError::Param { name: name.to_string(), msg: msg.into() }
 }
@@ -237,7 +263,7 @@ impl Config {
 
     pub fn from_toml_str(file: &str, text: &str) -> Result<Config, ConfigError> {
         let c: Config = toml::from_str(text).map_err(|e| {
-            let msg = e.message().to_string();
+            let msg = plain_types(e.message());
             let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             match line {
                 Some(l) => match key_at_line(text, l) {
@@ -247,7 +273,15 @@ impl Config {
                 None => ConfigError::File { file: file.to_string(), msg },
             }
         })?;
-        c.validate()?;
+        // A value out of its range, or parameters at odds, named with the file (and the line
+        // that sets the parameter, when one does).
+        c.validate().map_err(|e| match e {
+            ConfigError::Param { name, msg } => match line_of(text, &name) {
+                Some(l) => ConfigError::File { file: format!("{file}:{l}"), msg: format!("{name}: {msg}") },
+                None => ConfigError::File { file: file.to_string(), msg: format!("parameter '{name}': {msg}") },
+            },
+            other => other,
+        })?;
         Ok(c)
     }
 
@@ -317,8 +351,15 @@ impl Config {
                 return Ok(p.name.to_string());
             }
         }
+        if key.trim().is_empty() {
+            return Err(param_err(key, "the parameter name is missing (expected NAME=VALUE, e.g. pm.write_ns=120)"));
+        }
         let prefix = key.split(['.', '_']).next().unwrap_or("");
-        let close: Vec<&str> = PARAMS.iter().map(|p| p.name).filter(|n| n.starts_with(prefix)).collect();
+        let close: Vec<&str> = if prefix.is_empty() {
+            Vec::new()
+        } else {
+            PARAMS.iter().map(|p| p.name).filter(|n| n.starts_with(prefix)).collect()
+        };
         let hint = if close.is_empty() {
             "see 'pmsim config show'".to_string()
         } else {
@@ -509,6 +550,18 @@ mod tests {
         assert!(e.starts_with("t.toml:4: pb.entries: invalid type"), "{e}");
         let e = Config::from_toml_str("t.toml", "[pm]\nwrite_ns = true\n").unwrap_err().to_string();
         assert!(e.starts_with("t.toml:2: pm.write_ns: invalid type"), "{e}");
+        // In the reference's words, not Rust's types.
+        let e = Config::from_toml_str("t.toml", "[pb]\nentries = -3\n").unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:2: pb.entries:") && e.contains("expected an integer >= 0"), "{e}");
+        let e = Config::from_toml_str("t.toml", "pb = 3\n").unwrap_err().to_string();
+        assert!(e.contains("expected a table") && !e.contains("struct"), "{e}");
+        // A value out of range, or two at odds, names the file and the line that sets it.
+        let e = Config::from_toml_str("t.toml", "[pm]\n\n[core]\ncount = 65\n").unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:4: core.count: must be 1 to 64"), "{e}");
+        let e = Config::from_toml_str("t.toml", "[l1]\nsize_kib = 48\n").unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:2: l1.size_kib:") && e.contains("power-of-two"), "{e}");
+        let e = Config::default().set("", "3").unwrap_err().to_string();
+        assert!(e.contains("name is missing") && !e.contains("did you mean"), "{e}");
         let mut c = Config::default();
         let e = c.set("pm.write", "1").unwrap_err().to_string();
         assert!(e.contains("pm.write_ns"), "{e}");
