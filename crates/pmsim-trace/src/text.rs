@@ -23,19 +23,22 @@ pub const HEADER: &str = "# pmsim trace v1";
 
 /// Parses a number: decimal or `0x` hex.
 pub fn parse_num(s: &str) -> Option<u64> {
+    // Digits only: Rust's parsers would also take a leading '+', which the format does not.
     if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        if h.is_empty() {
+        if h.is_empty() || !h.bytes().all(|c| c.is_ascii_hexdigit() || c == b'_') {
             return None;
         }
         u64::from_str_radix(&h.replace('_', ""), 16).ok()
-    } else {
+    } else if !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()) {
         s.parse::<u64>().ok()
+    } else {
+        None
     }
 }
 
 /// Parses VALUE (hex digits, no `0x`) into `size` little-endian bytes.
 fn parse_value(s: &str, size: usize) -> Result<Vec<u8>, String> {
-    let digits = s.strip_prefix("0x").unwrap_or(s);
+    let digits = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
     if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_hexdigit()) {
         return Err(format!("value '{s}' is not hex digits"));
     }
@@ -139,8 +142,10 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                 if !have_threads {
                     return Err(err("event before 'threads'".into()));
                 }
-                let thread =
-                    t[1..].parse::<usize>().map_err(|_| err(format!("bad thread '{t}' (expected T0, T1, ...)")))?;
+                let thread = Some(&t[1..])
+                    .filter(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()))
+                    .and_then(|d| d.parse::<usize>().ok())
+                    .ok_or_else(|| err(format!("bad thread '{t}' (expected T0, T1, ...)")))?;
                 if thread >= sink.num_threads() {
                     return Err(err(format!("thread T{thread} but the trace has {} threads", sink.num_threads())));
                 }
@@ -453,6 +458,16 @@ mod tests {
         assert!(e.contains("does not fit in 2 bytes"), "{e}");
         let e = err_of("# pmsim trace v1\nthreads 1\nT0 load zz 8\n");
         assert!(e.contains("bad address 'zz'"), "{e}");
+        // Numbers are digits: a sign is not part of the format (Rust's parsers would take it).
+        let e = err_of("# pmsim trace v1\nthreads 2\nT+1 ofence\n");
+        assert!(e.contains("bad thread 'T+1'"), "{e}");
+        let e = err_of("# pmsim trace v1\nthreads 1\nT0 load 0x100000000 +8\n");
+        assert!(e.starts_with("f.trace:3: "), "{e}");
+        let e = err_of("# pmsim trace v1\nthreads 1\nT0 load 0x+100000000 8\n");
+        assert!(e.contains("bad address"), "{e}");
+        // A value may carry 0x or 0X, like every other number.
+        let t = parse_str("f.trace", "# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8 0X2a\n").unwrap();
+        assert_eq!(t.threads[0].events[0].data, 0x2a);
     }
 
     const REMOTE: &str = "# pmsim trace v1\nthreads 2\npm 0x100000000 0x100000\nT0 store 0x100000000 8 1\nT1 begin tx\nT1 rdma_pwrite 0 0x100000100 300\nT1 rdma_pwrite 0 0x100001000 64\nT1 rdma_wait\nT1 end tx\n";
