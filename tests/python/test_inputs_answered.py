@@ -564,3 +564,21 @@ def test_an_output_that_cannot_be_written_is_named_as_given(cli, tmp_path):
     assert ".partial" not in p.stderr
     p = cli(*run, tmp_path / "afile" / "x.json")
     assert_clean_error(p, mentions=[str(tmp_path / "afile" / "x.json"), "not a folder"])
+
+
+def test_ctrl_c_stops_a_long_check_at_once(tmp_path):
+    # The core runs without the GIL; its progress report looks for Python's pending signals, so
+    # Ctrl-C ends a long run or check where it is (exit 130), not when it is done (~a minute).
+    import signal
+    import subprocess
+    import time
+
+    from conftest import PMSIM
+
+    cmd = [*PMSIM, "crash", "--workload", "nstore", "-p", "ops=20000", "--design", "asap-rp", "--every"]
+    p = subprocess.Popen([*cmd, "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 130, (p.returncode, out, err)
+    assert err.strip() == "pmsim: interrupted" and "OK" not in out

@@ -124,7 +124,12 @@ pub fn run(req: &Request) -> Result<Report, String> {
 /// Where a check has got to, for a progress display: `(instant reached, end of the run)`, both in
 /// simulated ps. Called after the reference run (with 0), then at most about ten times a second,
 /// and at the end.
-pub type Progress<'p> = &'p (dyn Fn(u64, u64) + Sync);
+/// It answers whether to go on: `false` stops the check, which then fails with
+/// [`INTERRUPTED`] (a user's Ctrl-C, seen by the display's caller).
+pub type Progress<'p> = &'p (dyn Fn(u64, u64) -> bool + Sync);
+
+/// The error of a run or check its progress display stopped.
+pub const INTERRUPTED: &str = "interrupted";
 
 /// [`run`], reporting its progress to `progress`.
 pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Result<Report, String> {
@@ -246,17 +251,22 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
 
     // Progress: a look at the clock every 64 instants, a report at most every 100 ms.
     let mut shown = (0u64, std::time::Instant::now());
-    let mut tick = |t: u64| {
+    let mut tick = |t: u64| -> Result<(), String> {
         if let Some(p) = progress {
             shown.0 += 1;
             if shown.0.is_multiple_of(64) && shown.1.elapsed() >= std::time::Duration::from_millis(100) {
                 shown.1 = std::time::Instant::now();
-                p(t, end);
+                if !p(t, end) {
+                    return Err(INTERRUPTED.to_string());
+                }
             }
         }
+        Ok(())
     };
     if let Some(p) = progress {
-        p(0, end);
+        if !p(0, end) {
+            return Err(INTERRUPTED.to_string());
+        }
     }
     match &req.instants {
         Instants::Every => {
@@ -271,7 +281,7 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
                         if check_at(&mut sim, t, &mut rep) {
                             break;
                         }
-                        tick(t);
+                        tick(t)?;
                     }
                 }
                 if !more {
@@ -285,12 +295,12 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
                 if check_at(&mut sim, t, &mut rep) {
                     break;
                 }
-                tick(t);
+                tick(t)?;
             }
         }
     }
     if let Some(p) = progress {
-        p(end, end);
+        let _ = p(end, end); // done: nothing left to stop
     }
     rep.recovery_runs = memo.runs;
     rep.piece_runs = memo.piece_runs();

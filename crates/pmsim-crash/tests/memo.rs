@@ -101,8 +101,14 @@ fn progress_reports_climb_to_the_run_end_and_change_nothing() {
         max_failures: 10,
     };
     let seen = std::sync::Mutex::new(Vec::new());
-    let record = |t: u64, end: u64| seen.lock().unwrap().push((t, end));
+    let record = |t: u64, end: u64| {
+        seen.lock().unwrap().push((t, end));
+        true
+    };
     let with = pmsim_crash::run_with_progress(&req, Some(&record)).unwrap();
+    // A display that says stop ends the check with the interruption error.
+    let stop = |_: u64, _: u64| false;
+    assert_eq!(pmsim_crash::run_with_progress(&req, Some(&stop)).unwrap_err(), pmsim_crash::INTERRUPTED);
     let without = run(&req).unwrap();
     assert_eq!(json(&with), json(&without));
     let seen = seen.into_inner().unwrap();

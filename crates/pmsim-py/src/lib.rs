@@ -46,21 +46,46 @@ fn run(
 ) -> PyResult<String> {
     let inp = input(trace, workload, params.unwrap_or_default())?;
     let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
-    let report = python_progress(&progress);
-    let report: Option<&(dyn Fn(u64, u64) + Sync)> = progress.is_some().then_some(&report);
-    py.allow_threads(|| runner::run(&inp, &design, &cfg, allow_broken, report)).map(|s| s.to_json()).map_err(err)
+    let interrupt = std::sync::Mutex::new(None);
+    let report = python_progress(&progress, &interrupt);
+    let out = py.allow_threads(|| runner::run(&inp, &design, &cfg, allow_broken, Some(&report)));
+    out.map(|s| s.to_json()).map_err(|e| interrupted(&interrupt).unwrap_or_else(|| err(e)))
 }
 
-/// A `(done, total)` report that calls the Python callable `cb` (if any) under the GIL; what it
-/// raises is ignored (a display must not fail a run).
-fn python_progress(cb: &Option<PyObject>) -> impl Fn(u64, u64) + Sync + '_ {
+/// A `(done, total)` report, about ten times a second, that calls the Python callable `cb` (if
+/// any) under the GIL, what it raises ignored (a display must not fail a run), and looks for a
+/// signal Python should handle (Ctrl-C): then it keeps the exception in `interrupt` and answers
+/// stop, so a long run ends at once instead of when it is done.
+fn python_progress<'a>(
+    cb: &'a Option<PyObject>,
+    interrupt: &'a std::sync::Mutex<Option<PyErr>>,
+) -> impl Fn(u64, u64) -> bool + Sync + 'a {
     move |done: u64, total: u64| {
-        if let Some(cb) = cb {
-            Python::with_gil(|py| {
-                let _ = cb.call1(py, (done, total));
-            });
-        }
+        Python::with_gil(|py| {
+            // Python runs a pending signal's handler at the next Python code, which may be the
+            // display's: its KeyboardInterrupt counts like one raised here.
+            let mut signalled = py.check_signals().err();
+            if let (None, Some(cb)) = (&signalled, cb) {
+                if let Err(e) = cb.call1(py, (done, total)) {
+                    if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
+                        signalled = Some(e);
+                    }
+                }
+            }
+            match signalled {
+                None => true,
+                Some(e) => {
+                    *interrupt.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    false
+                }
+            }
+        })
     }
+}
+
+/// The exception a progress report kept when it stopped a run (Ctrl-C), if one did.
+fn interrupted(interrupt: &std::sync::Mutex<Option<PyErr>>) -> Option<PyErr> {
+    interrupt.lock().unwrap_or_else(|p| p.into_inner()).take()
 }
 
 /// Benchmarks the timing engine: generates the workload's trace once, then runs each design
@@ -203,9 +228,11 @@ fn crash(
     let inp = input(trace, workload, params.unwrap_or_default())?;
     let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
     let spec = runner::CrashSpec { at: at.unwrap_or_default(), random, seed, every, model, recovery, max_failures };
-    let report = python_progress(&progress);
-    let report: Option<pmsim_crash::Progress<'_>> = progress.is_some().then_some(&report);
-    let rep = py.allow_threads(|| runner::crash(&inp, &design, &cfg, allow_broken, &spec, report)).map_err(err)?;
+    let interrupt = std::sync::Mutex::new(None);
+    let report = python_progress(&progress, &interrupt);
+    let rep = py
+        .allow_threads(|| runner::crash(&inp, &design, &cfg, allow_broken, &spec, Some(&report)))
+        .map_err(|e| interrupted(&interrupt).unwrap_or_else(|| err(e)))?;
     serde_json::to_string(&rep).map_err(|e| err(e.to_string()))
 }
 

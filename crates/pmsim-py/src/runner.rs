@@ -128,8 +128,9 @@ fn binary_event_count(p: &Path) -> u64 {
         .map_or(0, |_| if end[0] == 0 { u64::from_le_bytes(end[1..9].try_into().unwrap_or_default()) } else { 0 })
 }
 
-/// A progress display of a run: `(trace events executed, events in the trace)`.
-pub type RunProgress<'p> = &'p (dyn Fn(u64, u64) + Sync);
+/// A progress display of a run: `(trace events executed, events in the trace)`; it answers
+/// whether to go on (`false` stops the run with `pmsim_crash::INTERRUPTED`).
+pub type RunProgress<'p> = &'p (dyn Fn(u64, u64) -> bool + Sync);
 
 /// Runs one simulation and returns its stats; `progress`, if given, hears about it about ten
 /// times a second (the run advances in slices of simulated time, which changes nothing: it is
@@ -150,20 +151,25 @@ pub fn run(
         // Slices of 10 us of simulated time: far shorter than a report interval at any speed.
         const SLICE_PS: u64 = 10_000_000;
         let mut shown = std::time::Instant::now();
-        p(0, total);
+        let stopped = || Err(pmsim_crash::INTERRUPTED.to_string());
+        if !p(0, total) {
+            return stopped();
+        }
         let mut until = 0u64;
         while sim.run_until(until).map_err(|e| e.to_string())? {
             // Skip idle stretches (a long `compute`) in one step.
             until = until.saturating_add(SLICE_PS).max(sim.next_time().unwrap_or(until));
             if shown.elapsed() >= std::time::Duration::from_millis(100) {
                 shown = std::time::Instant::now();
-                p(sim.events_done(), total);
+                if !p(sim.events_done(), total) {
+                    return stopped();
+                }
             }
         }
     }
     sim.run().map_err(|e| e.to_string())?;
     if let Some(p) = progress {
-        p(sim.events_done(), total.max(sim.events_done()));
+        let _ = p(sim.events_done(), total.max(sim.events_done())); // done: nothing left to stop
     }
     Ok(RunStats::collect(&sim))
 }
