@@ -390,6 +390,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
     if a.crash:
         return _bench_crash(a)
+    if a.no_recovery:
+        raise PmsimError("--no-recovery applies to --crash only (the timing benchmark runs no recovery)")
     params = {"threads": str(a.threads), "ops": str(a.ops)}
     designs = [d for d, _ in _core.designs()] if a.design == "all" else [a.design]
     results = json.loads(

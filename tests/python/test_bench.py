@@ -46,3 +46,11 @@ def test_bench_human_output_and_bad_design(cli):
     assert bad.returncode == 2
     assert bad.stderr.startswith("pmsim: error:") and "nope" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_no_recovery_without_crash_is_refused(cli):
+    from test_cli_errors import assert_clean_error
+
+    assert_clean_error(
+        cli("bench", "--workload", "array", "--ops", "10", "--no-recovery"), mentions=["--crash"]
+    )
