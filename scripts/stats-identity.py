@@ -83,7 +83,7 @@ def one_job(pmsim: list[str], out: Path, kind: str, workload: str, design: str, 
     name = f"{workload}__{design}__{cfg}"
     if kind == "trace":
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "t.pmt"
+            path = Path(tmp) / "t.trace"  # text: what every build writes for .trace
             res = run([*pmsim, "trace", "gen", "--workload", workload, *SIZE, "-o", str(path)])
             if res.returncode != 0:
                 return f"trace gen {workload}: {res.stderr.strip()}"
