@@ -189,7 +189,7 @@ def _bench(a: argparse.Namespace, params: dict[str, str]) -> int:
         trace = a.trace
         if trace is None:
             trace = str(Path(tmp) / "bench.bin")
-            _core.trace_generate(a.workload, params, trace, True)
+            _core.trace_generate(a.workload, params, trace, True, True)
         for model in ("strict", "epoch", "strand", "all"):
             best = None
             for _ in range(3):

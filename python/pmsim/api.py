@@ -229,31 +229,7 @@ def trace_generate(workload: str, dst: str | os.PathLike, *, compress: bool = Tr
     """Writes a workload's trace to ``dst`` (text if it ends in .trace or .txt, any case; binary
     otherwise: :func:`trace_format`); returns the event count."""
     dst = path_arg("dst", dst)
-    # The core writes binary only for a .bin/.pmtb suffix: any other binary destination gets the
-    # trace generated into a .bin beside it (or in a temporary folder for a device), then moved
-    # (or copied through) onto it.
-    if trace_format(dst) == "text" or dst.endswith((".bin", ".pmtb")):
-        return _core.trace_generate(workload, _strs(params), dst, compress)
-    import shutil
-    import tempfile
-
-    from pmsim.output import resolve
-
-    target, atomic = resolve(dst)
-    if atomic:
-        tmp = target.with_name(target.name + ".partial.bin")
-        try:
-            n = _core.trace_generate(workload, _strs(params), str(tmp), compress)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return n
-    with tempfile.TemporaryDirectory() as d:
-        tmp = os.path.join(d, "trace.bin")
-        n = _core.trace_generate(workload, _strs(params), tmp, compress)
-        with open(tmp, "rb") as src, open(target, "wb") as out:
-            shutil.copyfileobj(src, out)
-    return n
+    return _core.trace_generate(workload, _strs(params), dst, trace_format(dst) == "binary", compress)
 
 
 # The engine stops a run before simulated time passes half of u64 picoseconds (sim.rs MAX_SIM_PS).

@@ -188,17 +188,18 @@ fn trace_cut_at_gap(src: String, dst: String) -> PyResult<u64> {
     .map_err(err)
 }
 
-/// Writes a workload's trace to `dst` (binary if it ends in .bin or .pmtb); returns the event count.
+/// Writes a workload's trace to `dst` (`binary`, else text); returns the event count.
 #[pyfunction]
-#[pyo3(signature = (workload, params, dst, compress=true))]
+#[pyo3(signature = (workload, params, dst, binary, compress=true))]
 fn trace_generate(
     py: Python<'_>,
     workload: String,
     params: BTreeMap<String, String>,
     dst: String,
+    binary: bool,
     compress: bool,
 ) -> PyResult<u64> {
-    py.allow_threads(|| runner::generate_to(&workload, &params, &dst, compress)).map_err(err)
+    py.allow_threads(|| runner::generate_to(&workload, &params, &dst, binary, compress)).map_err(err)
 }
 
 /// Crashes a run at the given instants and checks every image; returns the report as JSON.

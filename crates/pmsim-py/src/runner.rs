@@ -261,10 +261,18 @@ pub fn trace_stats(input: &Input) -> Result<TraceStats, String> {
 }
 
 /// Writes a workload's trace to a file (text, or binary when the name ends in .bin/.pmtb).
-pub fn generate_to(name: &str, params: &BTreeMap<String, String>, dst: &str, compress: bool) -> Result<u64, String> {
+/// Writes a workload's trace to `dst`, binary or text as the caller decided (the front end's
+/// one suffix rule, `api.trace_format`); returns the event count.
+pub fn generate_to(
+    name: &str,
+    params: &BTreeMap<String, String>,
+    dst: &str,
+    binary: bool,
+    compress: bool,
+) -> Result<u64, String> {
     let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
     crate::output::write_with(dst, |mut out| {
-        let r = if dst.ends_with(".bin") || dst.ends_with(".pmtb") {
+        let r = if binary {
             binary::write(out, &g.trace, compress).map(|_| ())
         } else {
             text::write(&mut out, &g.trace).and_then(|_| std::io::Write::flush(&mut out))
