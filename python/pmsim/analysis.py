@@ -122,6 +122,9 @@ def analyze(
     trace = path_arg("trace", trace)
     check_complete(trace, allow_incomplete)
     cfg, wl = _core.split_kwargs(_strs(params))
+    if trace is not None and wl:
+        # The same words as pmsim.run: the API's caller never typed '-p'.
+        raise PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
     reps = analyze_reports(
         trace=trace,
         workload=workload,

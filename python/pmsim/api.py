@@ -240,7 +240,7 @@ def parse_instant(text: str | int) -> int:
     """A crash instant in picoseconds; accepts a plain number (ps) or a unit: ps, ns, us, ms."""
     if isinstance(text, int) and not isinstance(text, bool):
         if not 0 <= text <= MAX_INSTANT_PS:
-            raise _core.PmsimError(f"crash instant {text} is not in 0..={MAX_INSTANT_PS} ps")
+            raise _core.PmsimError(f"crash instant {text} is not from 0 to {MAX_INSTANT_PS} ps")
         return text
     t = str(text).strip().lower()
     for unit, scale in (("ps", 1), ("ns", 1_000), ("us", 1_000_000), ("ms", 1_000_000_000)):

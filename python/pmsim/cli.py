@@ -31,7 +31,7 @@ def _int_at_least(lo: int, hi: int | None = None):
         except ValueError:
             raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
         if v < lo or (hi is not None and v > hi):
-            want = f"in {lo}..={hi}" if hi is not None else f"at least {lo}"
+            want = f"from {lo} to {hi}" if hi is not None else f"at least {lo}"
             raise argparse.ArgumentTypeError(f"{v} must be an integer {want}")
         return v
 
@@ -330,8 +330,12 @@ def cmd_workloads(a: argparse.Namespace) -> int:
 def _range(r: dict | None) -> str:
     if not r:
         return "any"
-    span = f">= {r['min']}" if r["max"] == U64_MAX else f"{r['min']}..={r['max']}"
-    return f"multiples of {r['step']} in {span}" if r["step"] > 1 else span
+    # The words of the core's ParamRange::describe, which its error messages use.
+    if r["max"] == U64_MAX:
+        span = f"at least {r['min']}"
+        return f"multiples of {r['step']} {span}" if r["step"] > 1 else span
+    span = f"{r['min']} to {r['max']}"
+    return f"multiples of {r['step']} from {span}" if r["step"] > 1 else span
 
 
 def _bench_crash(a: argparse.Namespace) -> int:
@@ -847,7 +851,10 @@ def parser() -> argparse.ArgumentParser:
         help="output folder (results go to DIR/PAPER/)",
     )
     rp.add_argument(
-        "--config", metavar="FILE", help="run the whole evaluation under this TOML machine configuration"
+        "--config",
+        metavar="FILE",
+        help="asap only: run the whole evaluation under this TOML machine configuration "
+        "(e.g. configs/asap-artifact.toml)",
     )
     rp.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
     rp.add_argument(

@@ -83,7 +83,11 @@ def write_atomic(path: str | Path, text: str) -> None:
 def folder(out: str | Path, *parts: str) -> Path:
     """The output folder ``OUT/PARTS...``, created with its parents if missing."""
     d = Path(out).joinpath(*parts)
-    d.mkdir(parents=True, exist_ok=True)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        # Which folder could not be made, and that making it is what failed.
+        raise PmsimError(f"cannot create the output folder {d}: {e.strerror or e}") from None
     return d
 
 

@@ -97,6 +97,15 @@ def test_python_api_returns_a_dataframe_for_several_models(trace):
     assert list(df.critical_path) == [4, 2, 2]
 
 
+def test_workload_parameters_for_a_trace_are_refused_in_the_callers_words(trace):
+    # The API's caller wrote a keyword argument, the CLI's a '-p'; each hears its own word.
+    with pytest.raises(pmsim.PmsimError, match=r"^unknown parameter\(s\) for a trace run: ops$"):
+        pmsim.analyze(str(trace), ops=10)
+    assert pmsim.analyze(str(trace), instr_ops_per_s=1e6, core_freq_ghz=3)["critical_path"] == 4
+    r = pmsim_cli("analyze", "--trace", trace, "-p", "ops=10")
+    assert r.returncode == 2 and "-p ops: workload parameters do not apply to --trace" in r.stderr
+
+
 @pytest.mark.parametrize(
     "args, needle",
     [

@@ -271,18 +271,23 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
     match &req.instants {
         Instants::Every => {
             let mut seen = sim.m.persist_version;
+            // The persistent state changed at this instant and its image is not checked yet:
+            // the change may come from any event at the instant, not only the last one.
+            let mut changed = false;
             loop {
                 let more = sim.step().map_err(|e| e.to_string())?;
                 if sim.m.persist_version != seen {
                     seen = sim.m.persist_version;
-                    // Crash after every event at this instant has happened.
-                    let t = sim.m.now;
-                    if sim.next_time() != Some(t) {
-                        if check_at(&mut sim, t, &mut rep) {
-                            break;
-                        }
-                        tick(t)?;
+                    changed = true;
+                }
+                // Crash after every event at this instant has happened.
+                let t = sim.m.now;
+                if changed && sim.next_time() != Some(t) {
+                    changed = false;
+                    if check_at(&mut sim, t, &mut rep) {
+                        break;
                     }
+                    tick(t)?;
                 }
                 if !more {
                     break;

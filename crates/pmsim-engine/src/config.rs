@@ -386,7 +386,13 @@ impl Config {
             }
         }
         if self.bank.drain_low_pct > self.bank.drain_high_pct {
-            return Err(param_err("bank.drain_low_pct", "must not exceed bank.drain_high_pct"));
+            return Err(param_err(
+                "bank.drain_low_pct",
+                format!(
+                    "{} must not exceed bank.drain_high_pct ({}): the write drain stops below where it starts",
+                    self.bank.drain_low_pct, self.bank.drain_high_pct
+                ),
+            ));
         }
         if self.broi.remote_threads > self.broi.remote_entries {
             return Err(param_err(

@@ -75,7 +75,7 @@ impl Simulator {
         let threads = sources.len();
         if threads == 0 || threads > 64 {
             return Err(SimError::Setup(format!(
-                "the trace has {threads} threads; pmsim simulates 1..=64 (one core per thread, core.count at most 64)"
+                "the trace has {threads} threads; pmsim simulates 1 to 64 (one core per thread, core.count at most 64)"
             )));
         }
         let mut cfg = cfg.clone();

@@ -69,7 +69,7 @@ fn simulable_threads(path: &str, n: usize) -> Result<(), String> {
     match n {
         1..=64 => Ok(()),
         _ => Err(format!(
-            "{path}: the trace has {n} threads; pmsim simulates 1..=64 (one core per thread, core.count at most 64)"
+            "{path}: the trace has {n} threads; pmsim simulates 1 to 64 (one core per thread, core.count at most 64)"
         )),
     }
 }

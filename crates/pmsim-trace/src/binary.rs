@@ -275,12 +275,12 @@ pub fn read_header<R: Read>(file: &str, r: &mut R) -> Result<Header, TraceError>
     r.read_exact(&mut b4).map_err(|_| bad("truncated header"))?;
     let threads = u32::from_le_bytes(b4) as usize;
     if threads == 0 || threads > 4096 {
-        return Err(bad(&format!("thread count {threads} is not in 1..=4096")));
+        return Err(bad(&format!("thread count {threads} is not from 1 to 4096")));
     }
     r.read_exact(&mut b4).map_err(|_| bad("truncated header"))?;
     let npm = u32::from_le_bytes(b4) as usize;
     if npm == 0 || npm > MAX_PM_RANGES {
-        return Err(bad(&format!("PM range count {npm} is not in 1..={MAX_PM_RANGES}")));
+        return Err(bad(&format!("PM range count {npm} is not from 1 to {MAX_PM_RANGES}")));
     }
     let mut pm = Vec::with_capacity(npm);
     for _ in 0..npm {
@@ -457,7 +457,7 @@ pub(crate) fn decode_block(
                 ev.size = *payload.get(pos).ok_or("truncated event")?;
                 pos += 1;
                 if ev.size == 0 || ev.size > 64 {
-                    return Err(format!("event size {} not in 1..=64", ev.size));
+                    return Err(format!("event size {} not from 1 to 64", ev.size));
                 }
                 if kind.is_sync() {
                     ev.aux = get_varint(payload, &mut pos).ok_or("truncated event")? as u32;

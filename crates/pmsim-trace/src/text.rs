@@ -81,22 +81,39 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
     let mut saw_header = false;
     let mut v = Validator::default();
     let mut pm: Vec<PmRange> = Vec::new();
-    for (idx, line) in r.lines().enumerate() {
-        let lineno = idx + 1;
-        let line = line.map_err(|e| TraceError::new(file, lineno, format!("cannot read: {e}")))?;
+    let mut r = r;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut lineno = 0;
+    loop {
+        buf.clear();
+        lineno += 1;
+        let n =
+            r.read_until(b'\n', &mut buf).map_err(|e| TraceError::new(file, lineno, format!("cannot read: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        let mut bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
         let err = |msg: String| TraceError::new(file, lineno, msg);
         if !saw_header {
             // A byte-order mark, as some editors write at the start of a UTF-8 file, is not text.
-            if line.strip_prefix('\u{feff}').unwrap_or(&line).trim_end() != HEADER {
+            let head = std::str::from_utf8(bytes).map(|l| l.strip_prefix('\u{feff}').unwrap_or(l).trim_end());
+            if head != Ok(HEADER) {
                 return Err(err(format!("first line must be '{HEADER}'")));
             }
             saw_header = true;
             continue;
         }
-        let content = match line.find('#') {
-            Some(p) => &line[..p],
-            None => &line[..],
+        // Only what a line says must be UTF-8: a comment may hold any bytes (a name in
+        // Latin-1, a pasted binary dump), as it may hold any text.
+        let said = match bytes.iter().position(|&c| c == b'#') {
+            Some(p) => &bytes[..p],
+            None => bytes,
         };
+        let content = std::str::from_utf8(said).map_err(|e| {
+            let at = e.valid_up_to();
+            err(format!("not UTF-8 text (byte 0x{:02x} at column {})", said[at], at + 1))
+        })?;
         let toks: Vec<&str> = content.split_whitespace().collect();
         if toks.is_empty() {
             continue;
@@ -111,7 +128,7 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
                 }
                 let n = parse_num(toks[1])
                     .filter(|&n| (1..=4096).contains(&n))
-                    .ok_or_else(|| err(format!("thread count '{}' is not a number in 1..=4096", toks[1])))?;
+                    .ok_or_else(|| err(format!("thread count '{}' is not a number from 1 to 4096", toks[1])))?;
                 sink.set_threads(n as usize).map_err(|e| err(format!("cannot write: {e}")))?;
                 v = Validator::new(n as usize);
                 have_threads = true;
@@ -193,7 +210,9 @@ fn parse_event<S: EventSink>(b: &mut S, v: &mut Validator, thread: usize, toks: 
     let args = &toks[1..];
     let nargs = |lo: usize, hi: usize| -> Result<(), String> {
         if args.len() < lo || args.len() > hi {
-            Err(format!("'{name}' takes {lo}..={hi} arguments, got {}", args.len()))
+            let takes = if lo == hi { format!("{lo}") } else { format!("{lo} to {hi}") };
+            let s = if hi == 1 { "" } else { "s" };
+            Err(format!("'{name}' takes {takes} argument{s}, got {}", args.len()))
         } else {
             Ok(())
         }
@@ -201,7 +220,7 @@ fn parse_event<S: EventSink>(b: &mut S, v: &mut Validator, thread: usize, toks: 
     let addr_of = |s: &str| parse_num(s).ok_or_else(|| format!("bad address '{s}'"));
     let size_of = |s: &str, addr: u64| -> Result<u8, String> {
         let n =
-            parse_num(s).filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("size '{s}' is not in 1..=64"))?;
+            parse_num(s).filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("size '{s}' is not from 1 to 64"))?;
         if let Some(e) = access_error(addr, n) {
             return Err(e);
         }
@@ -440,6 +459,16 @@ mod tests {
     }
 
     #[test]
+    fn comments_may_hold_any_bytes_but_what_a_line_says_is_utf8() {
+        let t = read("f.trace", &b"# pmsim trace v1\n# caf\xe9\nthreads 1 # \xff\xfe\nT0 store 0x100000000 8 1\n"[..]);
+        assert_eq!(t.unwrap().num_events(), 1);
+        let e = read("f.trace", &b"# pmsim trace v1\nthreads 1\nT0 label caf\xe9\n"[..]).unwrap_err().to_string();
+        assert_eq!(e, "f.trace:3: not UTF-8 text (byte 0xe9 at column 13)");
+        let e = read("f.trace", &b"\xff\xfe# pmsim trace v1\n"[..]).unwrap_err().to_string();
+        assert_eq!(e, "f.trace:1: first line must be '# pmsim trace v1'");
+    }
+
+    #[test]
     fn errors_name_file_line_and_problem() {
         assert_eq!(err_of("hello\n"), "f.trace:1: first line must be '# pmsim trace v1'");
         // Windows editors: a byte-order mark and CRLF line ends are accepted.
@@ -492,7 +521,7 @@ mod tests {
         let e = err_of(&format!("{head}T1 rdma_pwrite 0 0x1000fffc0 128\n"));
         assert!(e.starts_with("f.trace:4: ") && e.contains("not inside one of the server's PM ranges"), "{e}");
         let e = err_of(&format!("{head}T1 rdma_pwrite 0 0x100000000 0\n"));
-        assert!(e.contains("size 0 is not in"), "{e}");
+        assert!(e.contains("size 0 is not from 1 to"), "{e}");
         let e = err_of(&format!("{head}T1 rdma_wait\nT1 store 0x100000000 8\n"));
         assert!(e.starts_with("f.trace:5: ") && e.contains("T1 mixes remote persistence"), "{e}");
         let e = err_of(&format!("{head}T0 ofence\nT0 rdma_pwrite 0 0x100000000 8\n"));

@@ -55,7 +55,7 @@ pub fn access_error(addr: u64, size: u64) -> Option<String> {
         return Some(e);
     }
     if !(1..=LINE_BYTES).contains(&size) {
-        return Some(format!("size {size} is not in 1..=64"));
+        return Some(format!("size {size} is not from 1 to 64"));
     }
     if (addr % LINE_BYTES) + size > LINE_BYTES {
         return Some(format!("access of {size} bytes at {addr:#x} crosses a 64 B line"));
@@ -82,7 +82,7 @@ pub fn region_error(node: u64, addr: u64, len: u64, pm: &[PmRange]) -> Option<St
         ));
     }
     if len == 0 || len > MAX_REGION_BYTES {
-        return Some(format!("rdma_pwrite size {len} is not in 1..={MAX_REGION_BYTES}"));
+        return Some(format!("rdma_pwrite size {len} is not from 1 to {MAX_REGION_BYTES}"));
     }
     let Some(end) = addr.checked_add(len).filter(|&end| end <= LAST_LINE) else {
         return Some(format!(

@@ -37,12 +37,16 @@ impl Range {
         (self.min..=self.max).contains(&v) && v.is_multiple_of(self.step.max(1))
     }
 
-    /// `1..=64`, or `multiples of 64 in 64..=1048576`.
+    /// `1 to 64`, or `multiples of 64 from 64 to 1048576`.
     pub fn describe(&self) -> String {
-        let span =
-            if self.max == u64::MAX { format!(">= {}", self.min) } else { format!("{}..={}", self.min, self.max) };
+        let span = if self.max == u64::MAX {
+            format!("at least {}", self.min)
+        } else {
+            format!("{} to {}", self.min, self.max)
+        };
         if self.step > 1 {
-            format!("multiples of {} in {span}", self.step)
+            let from = if self.max == u64::MAX { span } else { format!("from {span}") };
+            format!("multiples of {} {from}", self.step)
         } else {
             span
         }
@@ -143,12 +147,12 @@ impl Params {
         }
         let threads = vals["threads"] as usize;
         if !(1..=64).contains(&threads) {
-            return Err(err(format!("threads = {threads} is not in 1..=64")));
+            return Err(err(format!("threads = {threads} is not from 1 to 64")));
         }
         let key_size = vals["key_size"] as usize;
         let value_size = vals["value_size"] as usize;
         if !(8..=128).contains(&key_size) || !(8..=128).contains(&value_size) {
-            return Err(err("key_size and value_size must be in 8..=128".into()));
+            return Err(err("key_size and value_size must be from 8 to 128".into()));
         }
         if vals["ops"] == 0 {
             return Err(err("ops must be at least 1".into()));

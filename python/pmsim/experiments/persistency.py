@@ -116,7 +116,10 @@ def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptio
         rep.pivot_md(name, d, "bytes", "model", "critical_path_per_insert")
     rep.write("PAPER.md", _paper_md(t1, be, figs, scale, inserts))
     # Every analysis run, one row each (Table 1's and Figs 4-5's), like the other reproductions.
-    rep.keep_runs(pd.concat([t1.assign(figure="table1"), figs], ignore_index=True))
+    runs = pd.concat([t1.assign(figure="table1"), figs], ignore_index=True)
+    # Counts stay integers where one kind of row leaves them empty (pandas' nullable Int64).
+    counts = [c for c in ("threads", "critical_path", "persists", "ops", "bytes") if c in runs]
+    rep.keep_runs(runs.astype({c: "Int64" for c in counts}))
     rep.write_lines(
         "NOTES.txt",
         [

@@ -34,7 +34,7 @@ const PARAMS: &[ParamSpec] = &[
         default: "1",
         unit: "lines",
         range: int(1, 8),
-        help: "PM counters the threads contend on (1..=8)",
+        help: "PM counters the threads contend on (1 to 8)",
     },
     compute_up_to_2_32("20", "non-memory instructions per operation"),
 ];

@@ -47,7 +47,7 @@ const PARAMS: &[ParamSpec] = &[
         unit: "strict|epoch|racing|strand",
         range: int(0, 3), help: "persistency model the barriers are placed for (seed Algorithm 1; racing: no barriers around lock operations)",
     },
-    ParamSpec { name: "entry_size", default: "100", unit: "bytes", range: int(8, 4096), help: "bytes per queue entry (8..=4096), plus an 8-byte length" },
+    ParamSpec { name: "entry_size", default: "100", unit: "bytes", range: int(8, 4096), help: "bytes per queue entry (8 to 4096), plus an 8-byte length" },
     ParamSpec { name: "copy_bytes", default: "16", unit: "bytes", range: int(8, 64), help: "width of the stores that copy an entry (8, 16, 32 or 64)" },
     compute_up_to_2_32("0", "extra non-memory work per insert (outside the locks)"),
 ];
