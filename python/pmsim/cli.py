@@ -789,12 +789,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="N seeded random instants over the run (N >= 1)",
     )
-    mode.add_argument("--every", action="store_true", help="every instant the persistent state changes")
+    mode.add_argument(
+        "--every",
+        action="store_true",
+        help="every instant the persistent state changes or a dfence completes (exhaustive)",
+    )
     cr.add_argument("--seed", type=_int_at_least(0, U64_MAX), default=1, help="seed of --random")
     cr.add_argument(
         "--model",
         choices=["ep", "rp", "strict", "x86"],
-        help="check against this model (default: the design's; x86 for traces of clwb/sfence programs)",
+        help="check against this model (default: the design's promise; baseline promises x86 on traces of "
+        "clwb/sfence programs)",
     )
     cr.add_argument("--no-recovery", action="store_true", help="skip the workload's own recovery check")
     cr.add_argument(

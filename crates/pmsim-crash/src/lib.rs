@@ -26,7 +26,8 @@ pub enum Instants {
     At(Vec<u64>),
     /// `n` instants drawn uniformly over the run with `seed`.
     Random { n: usize, seed: u64 },
-    /// Every instant at which the persistent state changes.
+    /// Every instant at which the persistent state changes, or what must be durable grows
+    /// (a dfence completes, a remote region is acknowledged).
     Every,
 }
 
@@ -141,6 +142,13 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
     let end = full.m.now;
     let record = full.m.record.take().unwrap_or_default();
     let region_acks: std::collections::HashMap<u64, u64> = full.net.acked_regions().into_iter().collect();
+    // Where what must be durable grows while the image may stand still: a dfence completing, a
+    // remote region acknowledged. `Every` crashes there too (an early-returning dfence shows
+    // only in the window before its stores persist).
+    let mut durability_points: Vec<u64> =
+        record.dfences.iter().map(|&(_, t)| t).chain(region_acks.values().copied()).collect();
+    durability_points.sort_unstable();
+    durability_points.dedup();
     let regions = RegionOrder::new(&req.trace);
     let model = req.model.unwrap_or_else(|| model_for(full.design.promise()));
     let checker = Checker::new(&req.trace, &record, model).map_err(|e| e.to_string())?;
@@ -274,6 +282,7 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
             // The persistent state changed at this instant and its image is not checked yet:
             // the change may come from any event at the instant, not only the last one.
             let mut changed = false;
+            let mut points = durability_points.iter().copied().peekable();
             loop {
                 let more = sim.step().map_err(|e| e.to_string())?;
                 if sim.m.persist_version != seen {
@@ -282,6 +291,9 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
                 }
                 // Crash after every event at this instant has happened.
                 let t = sim.m.now;
+                while points.next_if(|&p| p <= t).is_some() {
+                    changed = true;
+                }
                 if changed && sim.next_time() != Some(t) {
                     changed = false;
                     if check_at(&mut sim, t, &mut rep) {

@@ -118,3 +118,56 @@ fn every_catches_a_broken_order_wherever_an_instant_shows_it() {
     let r = run(&request(&trace, &Config::default(), "broken-broi-cross-barrier", Instants::Every)).unwrap();
     assert!(!r.ok(), "broken-broi-cross-barrier passed --every ({} images)", r.images);
 }
+
+/// The end of every instant at which anything happens: a crash sweep denser than `Every`.
+fn every_event_instant(trace: &Arc<pmsim_trace::Trace>, cfg: &Config, design: &str) -> Vec<u64> {
+    let mut sim = simulator(trace, cfg, design, false, design.starts_with("broken-")).unwrap();
+    let mut out = Vec::new();
+    while sim.step().unwrap() {
+        if sim.next_time() != Some(sim.m.now) {
+            out.push(sim.m.now);
+        }
+    }
+    out.push(sim.m.now);
+    out
+}
+
+#[test]
+fn every_fails_exactly_when_a_crash_after_any_event_fails() {
+    // Between two instants `Every` checks, neither the image nor what must be durable changes;
+    // so it fails iff crashing after each event of the run finds a failure. An early dfence
+    // (the baseline without its sfence stall) shows only between the dfence's completion and
+    // its store's persist, where the image stands still: `Every` missed it once.
+    let dfence = "# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8 1\nT0 dfence\n";
+    let chain = "# pmsim trace v1\nthreads 4\nT0 store 0x100000100 8 a0\nT0 ofence\nT0 rmw 0x100000000 8 1\n\
+                 T0 store 0x100000140 8 a1\nT1 rmw 0x100000000 8 2\nT1 store 0x100000180 8 b0\nT1 ofence\n\
+                 T1 release 0x100000040 8 1\nT2 acquire 0x100000040\nT2 store 0x1000001c0 8 c0\n\
+                 T2 rmw 0x100000000 8 3\nT2 ofence\nT2 store 0x100000200 8 c1\nT3 rmw 0x100000000 8 4\n\
+                 T3 store 0x100000240 8 d0\nT3 dfence\n";
+    let traces = [
+        ("store+dfence", Arc::new(pmsim_trace::text::parse_str("d.trace", dfence).unwrap())),
+        ("rmw chain", Arc::new(pmsim_trace::text::parse_str("c.trace", chain).unwrap())),
+        ("epochs", Arc::new(epochs_trace(2, 3, 2))),
+    ];
+    let mut failed_somewhere = 0;
+    for (what, trace) in &traces {
+        for (mem, cfg) in configs() {
+            for d in pmsim_engine::design::BROKEN.iter().map(|d| d.name).chain(DESIGNS.iter().map(|d| d.name)) {
+                let dense = every_event_instant(trace, &cfg, d);
+                let at = run(&request(trace, &cfg, d, Instants::At(dense))).unwrap();
+                let every = run(&request(trace, &cfg, d, Instants::Every)).unwrap();
+                assert_eq!(
+                    every.ok(),
+                    at.ok(),
+                    "{d} on {what}, {mem}: --every says ok={}, a crash after each event says ok={} ({:?})",
+                    every.ok(),
+                    at.ok(),
+                    at.failures.first().map(|f| f.at_ps)
+                );
+                failed_somewhere += !at.ok() as usize;
+            }
+        }
+    }
+    // The comparison means something only if some broken variant fails somewhere.
+    assert!(failed_somewhere >= 3, "only {failed_somewhere} runs failed");
+}

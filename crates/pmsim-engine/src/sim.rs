@@ -650,6 +650,12 @@ impl Simulator {
                         self.m.cores[c].drain_stall = Some(StallCause::Sync);
                         return;
                     }
+                    // Its predecessor has performed, but may still be taking the line.
+                    let free_at = self.m.sync.get(&head.addr).map_or(0, |s| s.line_free_at);
+                    if self.wait_until(c, free_at) {
+                        self.m.cores[c].drain_stall = Some(StallCause::Sync);
+                        return;
+                    }
                     if !done {
                         if let Step::Wait(cause) = self.design.on_release(&mut self.m, c, head.gid) {
                             self.m.cores[c].drain_stall = Some(cause);
@@ -669,6 +675,7 @@ impl Simulator {
                     }
                     let lat = self.perform_head(c, &head);
                     self.sync_performed(head.addr, head.gid, c, true);
+                    self.m.sync.entry(head.addr).or_default().line_free_at = self.m.now + lat;
                     self.design.on_released(&mut self.m, c);
                     if self.performed(c, lat) {
                         return;

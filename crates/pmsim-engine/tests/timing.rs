@@ -163,3 +163,28 @@ fn acquires_between_releases_do_not_wait_for_each_other() {
         }
     }
 }
+
+/// `k` threads each doing one rmw of one PM word, in thread order.
+fn rmw_chain(k: usize, hop_ns: f64) -> Vec<f64> {
+    let mut src = format!("# pmsim trace v1\nthreads {k}\n");
+    for t in 0..k {
+        src.push_str(&format!("T{t} rmw 0x100001000 8 {:x}\n", t + 1));
+    }
+    let mut c = Config::default();
+    c.noc.hop_ns = hop_ns;
+    run(&src, "eadr", &c).cores.iter().map(|c| c.finish_ns).collect()
+}
+
+#[test]
+fn contended_rmws_take_the_line_one_after_another() {
+    // Each rmw performs after the one before it in the global order and must then take the line
+    // from that core: the transfers add up. (They once overlapped: seven of eight rmws ended
+    // together, because the next one started as soon as its predecessor began taking the line.)
+    let (a, b) = (rmw_chain(8, 20.0), rmw_chain(8, 40.0));
+    for i in 1..8 {
+        let (ga, gb) = (a[i] - a[i - 1], b[i] - b[i - 1]);
+        assert!(ga >= 20.0, "rmw {i} ended {ga} ns after rmw {} (a forward alone is 20 ns): {a:?}", i - 1);
+        // A forward message is on each transfer's path: 20 ns more per hop, 20 ns more per gap.
+        assert!((gb - ga - 20.0).abs() < 1e-9, "gap {i}: {ga} ns at hop 20, {gb} ns at hop 40");
+    }
+}

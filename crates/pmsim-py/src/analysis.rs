@@ -104,6 +104,12 @@ fn has_ops(counts: &[(Model, pmsim_analysis::Counts)]) -> bool {
 fn instr_rate(s: &RunStats, what: &str) -> Result<f64, String> {
     if s.ops_per_sec > 0.0 {
         Ok(s.ops_per_sec)
+    } else if s.operations > 0 {
+        Err(format!(
+            "{what}: the eadr run completed its {} operation(s) in {} ns, so the instruction rate is unknown \
+             (give --instr-ops-per-s)",
+            s.operations, s.sim_time_ns
+        ))
     } else {
         Err(format!(
             "{what}: the eadr run completed no operations, so the instruction rate is unknown (give --instr-ops-per-s)"
