@@ -10,7 +10,11 @@ instrumented program to record a pmsim trace with its provenance.
 Guarantees: the compiler wrappers exec clang (its exit status and messages are the compiler's);
 ``record`` passes the program's stdout/stderr through, writes the trace atomically (a crash of
 the program leaves a trace marked ``incomplete``, never a half-written file without END), and
-every bad input is a ``PmsimError`` (one line, exit 2).
+every bad input is a ``PmsimError`` (one line, exit 2). A trace is one process's: when the
+program runs more instrumented processes (a shell script, exec), the first to start is traced
+and ``record`` warns which others ran untraced (they say so themselves too, and the trace's
+META names them). A trace whose program flushed lines but none of PM (or stored nothing to PM)
+gets a hint naming the ``--pm`` that likely fits.
 """
 
 from __future__ import annotations
@@ -139,8 +143,20 @@ _NO_LINK = {
 }
 
 
+# Flags that link statically: the runtime stands in front of libc's malloc, pthread and exec
+# functions (and finds them with dlsym), which needs the dynamic linker.
+_STATIC = {"-static", "--static", "-static-pie"}
+
+
 def compile_cmd(lang: str, args: list[str]) -> list[str]:
     """The clang command line for `pmsim trace cc|c++ ARGS`."""
+    links = not any(a in _NO_LINK for a in args) and any(not a.startswith("-") for a in args)
+    static = next((a for a in args if a in _STATIC), None)
+    if static and links:
+        raise PmsimError(
+            f"trace {lang}: {static} is not supported: the tracer's runtime interposes libc "
+            "(malloc, pthread, mmap), which needs dynamic linking; link without it"
+        )
     clang, clangxx, _ = check_toolchain()
     plugin, runtime = build()
     cc = clangxx if lang == "c++" else clang
@@ -154,7 +170,6 @@ def compile_cmd(lang: str, args: list[str]) -> list[str]:
         "-DPMSIM_TRACE=1",
         *args,
     ]
-    links = not any(a in _NO_LINK for a in args) and any(not a.startswith("-") for a in args)
     if links:
         cmd += [str(runtime), "-pthread", "-ldl"]
     return cmd
@@ -297,6 +312,7 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
     if out.parent and not out.parent.exists():
         raise PmsimError(f"-o {output}: directory '{out.parent}' does not exist")
     tmp = out.with_name(out.name + ".partial.bin")
+    report = out.with_name(out.name + ".partial.procs")
     meta = "\n".join(
         [
             "tool=pmsim trace record (clang pass plugin + runtime)",
@@ -315,8 +331,11 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
         PMSIM_TRACE_VOLATILE=volatile,
         PMSIM_TRACE_META=meta,
         PMSIM_TRACE_COMPUTE=compute,
+        PMSIM_TRACE_REPORT=str(report),
     )
     tmp.unlink(missing_ok=True)
+    report.unlink(missing_ok=True)
+    procs: dict = {}
     try:
         try:
             r = subprocess.run([exe, *argv[1:]], env=env)
@@ -327,11 +346,14 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
                 f"trace record: '{prog}' wrote no trace: "
                 "it was not built with 'pmsim trace cc' / 'pmsim trace c++'"
             )
+        procs = _read_report(report)
         crashed = r.returncode < 0
         if crashed:
             _repair(tmp, f"killed by signal {-r.returncode}")
         elif not _has_end(tmp):
             _repair(tmp, f"exited with status {r.returncode} without finishing the trace")
+        if procs["untraced"]:
+            add_meta_binary(tmp, _procs_meta(procs))
         if text:
             _core.trace_convert(str(tmp), str(out) + ".partial", False)
             add_meta_text(Path(str(out) + ".partial"), _core.trace_meta(str(tmp)))
@@ -341,7 +363,10 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
             os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
+        report.unlink(missing_ok=True)
         Path(str(out) + ".partial").unlink(missing_ok=True)
+    _warn_processes(procs, output)
+    _hint_flushes(procs, pm)
     if crashed:
         sig = -r.returncode
         try:
@@ -353,6 +378,82 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
             f"the partial trace in {output} is marked incomplete"
         )
     return r.returncode
+
+
+def _read_report(path: Path) -> dict:
+    """What the instrumented processes wrote to PMSIM_TRACE_REPORT (pmtrace_rt.c, report()):
+    the traced process and those that ran untraced, as (pid, argv[0]), and what the traced one
+    flushed and stored ({"flush", "pm_flush", "pm_store"}, or None if it never finished)."""
+    procs: dict = {"traced": None, "untraced": [], "flushes": None}
+    try:
+        lines = path.read_bytes().decode("utf-8", "backslashreplace").splitlines()
+    except OSError:
+        return procs
+    for line in lines:
+        f = line.split(" ", 2)
+        if len(f) == 3 and f[0] in ("traced", "untraced") and f[1].isdigit():
+            if f[0] == "traced":
+                procs["traced"] = (int(f[1]), f[2])
+            else:
+                procs["untraced"].append((int(f[1]), f[2]))
+        elif len(f) == 3 and f[0] == "flushes":
+            bits = f[2].split()
+            if len(bits) == 3 and all(b in ("0", "1") for b in bits):
+                procs["flushes"] = {
+                    k: b == "1" for k, b in zip(("flush", "pm_flush", "pm_store"), bits, strict=True)
+                }
+    return procs
+
+
+def _procs_meta(procs: dict) -> list[tuple[str, str]]:
+    """META of a run with untraced processes: which one the trace is of, which ran untraced."""
+    meta = []
+    if procs["traced"]:
+        pid, name = procs["traced"]
+        meta.append(("traced_process", meta_value(f"{name} (pid {pid})")))
+    names = ", ".join(f"{name} (pid {pid})" for pid, name in procs["untraced"])
+    return meta + [("untraced_processes", meta_value(names))]
+
+
+def _warn_processes(procs: dict, output: str) -> None:
+    """One warning when more than one instrumented process ran: the trace is the first one's."""
+    if not procs["untraced"]:
+        return
+    n = len(procs["untraced"])
+    traced = procs["traced"]
+    who = f"{traced[1]} (pid {traced[0]})" if traced else "the first"
+    others = ", ".join(f"{name} (pid {pid})" for pid, name in procs["untraced"])
+    print(
+        f"pmsim: warning: trace record: {n + 1} instrumented processes ran; {output} is the trace of "
+        f"{who} only, {n} ran untraced: {others} (record each program with its own 'pmsim trace record')",
+        file=sys.stderr,
+    )
+
+
+_PM_HINTS = {
+    "heap": "under --pm heap PM is what malloc/new return; a program whose PM is a file needs --pm pmdk "
+    "(libpmem, libpmem2, libpmemobj) or --pm dax:DIR (files it mmaps from DIR)",
+    "dax": "under --pm dax:DIR PM is the shared mappings of files under DIR: check DIR, or use --pm pmdk "
+    "(libpmem, libpmem2, libpmemobj) or --pm heap (PM emulated with malloc/new)",
+    "pmdk": "under --pm pmdk PM is what libpmem, libpmem2 and libpmemobj map; use --pm dax:DIR for files "
+    "the program mmaps itself, --pm heap for PM emulated with malloc/new",
+    "range": "check the range, or use --pm pmdk (libpmem, libpmem2, libpmemobj), --pm dax:DIR (files the "
+    "program mmaps from DIR) or --pm heap (malloc/new)",
+}
+
+
+def _hint_flushes(procs: dict, pm: str) -> None:
+    """A hint when the traced program flushed cache lines but none of them, or none of its stores,
+    was PM: the --pm convention likely does not match the program."""
+    f = procs["flushes"]
+    if not f or not f["flush"] or (f["pm_flush"] and f["pm_store"]):
+        return
+    what = "none of them was PM" if not f["pm_flush"] else "it stored nothing to PM"
+    print(
+        f"pmsim: hint: trace record: the program flushed cache lines (clwb/clflushopt/clflush) but "
+        f"{what}: {_PM_HINTS[pm.split(':')[0]]}",
+        file=sys.stderr,
+    )
 
 
 def check_complete(path: str | None, allow: bool) -> None:

@@ -25,6 +25,8 @@ PMSIM = [sys.executable, "-m", "pmsim.cli"]
 def best(cmd: list[str], repeat: int, env: dict | None = None) -> float:
     t = []
     for _ in range(repeat):
+        if env and "PMSIM_TRACE_OUT" in env:  # the runtime traces only into a file it creates
+            Path(env["PMSIM_TRACE_OUT"]).unlink(missing_ok=True)
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
         t.append(time.perf_counter() - t0)

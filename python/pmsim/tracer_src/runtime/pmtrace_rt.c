@@ -13,20 +13,27 @@
  *   use is bounded and the trace streams; thread ids are compact (0, 1, 2 ... in order of a
  *   thread's first event);
  * - program addresses inside a PM region are mapped into the trace's one PM range
- *   (0x100000000 + 16 GiB), regions packed in order of registration; other addresses are kept
- *   (moved out of that window if they fall in it);
+ *   (0x100000000 + 16 GiB), regions packed in order of registration, a mapped file's bytes at
+ *   one place each for the whole run (struct pm_file); other addresses are kept (moved out of
+ *   that window if they fall in it);
+ * - one process per trace: the first instrumented process creates the trace file (O_EXCL); any
+ *   other that finds it runs untraced and says so (untraced()); a forked child does not trace;
+ * - a created thread's end (the release its join acquires) is its last event: after its
+ *   thread_local and thread-specific-key destructors, also when it exits or is cancelled;
  * - a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) still writes what was buffered, a META
  *   record saying `incomplete`, and END, then dies of the same signal;
  * - with PMSIM_TRACE_OUT unset the program runs untraced (every hook returns at once).
  *
- * Configuration (set by `pmsim trace record`): PMSIM_TRACE_OUT (file), PMSIM_TRACE_PM
- * (heap | dax:DIR | pmdk | range:ADDR:SIZE), PMSIM_TRACE_VOLATILE (keep | drop),
- * PMSIM_TRACE_META (provenance lines `key=value`, written into the trace).
+ * Configuration (set by `pmsim trace record`): PMSIM_TRACE_OUT (file; must not exist),
+ * PMSIM_TRACE_PM (heap | dax:DIR | pmdk | range:ADDR:SIZE), PMSIM_TRACE_VOLATILE (keep | drop),
+ * PMSIM_TRACE_META (provenance lines `key=value`, written into the trace), PMSIM_TRACE_REPORT
+ * (a file where each instrumented process says whether it traced; see report()).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -75,6 +82,14 @@ static atomic_uint g_threads;
 static atomic_flag g_file_lock = ATOMIC_FLAG_INIT;
 static atomic_int g_finished;
 static uint64_t g_total_events; /* under g_file_lock */
+/* What the program did, for record's hint when it flushed lines but stored nothing to PM (the
+ * wrong --pm): it flushed a line (PM or not), a PM line, it stored to PM. Set once, not counted. */
+static atomic_int g_seen_flush, g_seen_pm_flush, g_seen_pm_store;
+#define SEEN(flag) \
+  do { \
+    if (!atomic_load_explicit(&(flag), memory_order_relaxed)) \
+      atomic_store_explicit(&(flag), 1, memory_order_relaxed); \
+  } while (0)
 /* Operation labels (pmsim_begin/pmsim_end), ids in order of first use; under g_label_lock. */
 static char g_labels[MAX_LABELS][MAX_LABEL_BYTES + 1];
 static atomic_uint g_nlabels;
@@ -86,10 +101,17 @@ static struct range g_ranges[MAX_RANGES];
 static atomic_int g_nranges;
 static uint64_t g_next_trace_off; /* under g_range_lock */
 static atomic_flag g_range_lock = ATOMIC_FLAG_INIT;
-/* A file mapped as PM has one place in the trace, its byte at offset o at trace_base + o,
- * however often and wherever the program maps it (a pool reopened, a header mapped beside the
- * whole pool), so a word written through one mapping is the same word read through another. */
-struct pm_file { uint64_t dev, ino, trace_base, size; };
+/* A file mapped as PM has one place in the trace, its byte at offset o at one trace address for
+ * the whole run, however often and wherever the program maps it (a pool reopened, a header
+ * mapped beside the whole pool, a file grown and mapped again), so a word written through one
+ * mapping is the same word read through another. The file's offsets are covered by extents,
+ * each a run of offsets placed at a run of trace addresses: the first covers the file as first
+ * mapped; a file that grows gets more, the last extent extended in place while it is the last
+ * trace space handed out (one file that grows stays contiguous), else a new extent, at least
+ * as large as what the file had (so a file growing in small steps takes few). */
+#define MAX_EXTENTS 48
+struct pm_extent { uint64_t off, len, tb; };
+struct pm_file { uint64_t dev, ino; int next; struct pm_extent ext[MAX_EXTENTS]; };
 static struct pm_file g_files[MAX_RANGES];
 static int g_nfiles; /* under g_range_lock */
 
@@ -189,19 +211,24 @@ static void write_all(const void *p, size_t n) {
 
 /* ---------- address translation ---------- */
 
-/* Trace space for `size` bytes; under g_range_lock. */
+static void range_full(void) {
+  spin_unlock(&g_range_lock);
+  die("persistent memory regions exceed the trace's 16 GiB PM range");
+}
+
+/* Trace space for `size` bytes, page-aligned; under g_range_lock. */
 static uint64_t reserve_trace(uint64_t size) {
   uint64_t tb = PM_WINDOW + g_next_trace_off;
-  if (size > PM_WINDOW_SIZE || tb + size > PM_WINDOW + PM_WINDOW_SIZE) {
-    spin_unlock(&g_range_lock);
-    die("persistent memory regions exceed the trace's 16 GiB PM range");
-  }
+  if (size > PM_WINDOW_SIZE - g_next_trace_off)
+    range_full();
   g_next_trace_off += (size + 4095) & ~4095ULL;
+  if (g_next_trace_off > PM_WINDOW_SIZE)
+    g_next_trace_off = PM_WINDOW_SIZE;
   return tb;
 }
 
-/* Registers [base, base+size) at trace address tb; under g_range_lock, which it releases. */
-static void put_range(uint64_t base, uint64_t size, uint64_t tb) {
+/* Registers [base, base+size) at trace address tb; under g_range_lock (kept). */
+static void put_range_locked(uint64_t base, uint64_t size, uint64_t tb) {
   int n = atomic_load(&g_nranges), slot = n;
   for (int i = 0; i < n; i++)
     if (atomic_load(&g_ranges[i].size) == 0) {
@@ -217,6 +244,11 @@ static void put_range(uint64_t base, uint64_t size, uint64_t tb) {
   atomic_store_explicit(&g_ranges[slot].size, size, memory_order_release);
   if (slot == n)
     atomic_store_explicit(&g_nranges, n + 1, memory_order_release);
+}
+
+/* Registers [base, base+size) at trace address tb; under g_range_lock, which it releases. */
+static void put_range(uint64_t base, uint64_t size, uint64_t tb) {
+  put_range_locked(base, size, tb);
   spin_unlock(&g_range_lock);
 }
 
@@ -240,7 +272,32 @@ static void add_range(uint64_t base, uint64_t size, int identity) {
   put_range(base, size, identity ? base : reserve_trace(size));
 }
 
-/* A mapping of `len` bytes of the file open as fd, from file offset off, at base. */
+/* The file's extents cover its offsets [0, need); under g_range_lock. */
+static void cover_file(struct pm_file *f, uint64_t need) {
+  struct pm_extent *last = f->next ? &f->ext[f->next - 1] : NULL;
+  uint64_t covered = last ? last->off + last->len : 0;
+  if (need <= covered)
+    return;
+  uint64_t extra = (need - covered + 4095) & ~4095ULL;
+  /* A file that grew once likely grows again: room for as much again (up to 1 GiB more), if
+   * the trace's PM range has it. A file's first extent is its size. */
+  uint64_t more = covered < (1ULL << 30) ? covered : (1ULL << 30);
+  uint64_t room = PM_WINDOW_SIZE - g_next_trace_off;
+  uint64_t len = extra + more <= room ? extra + more : extra;
+  if (last && last->tb + last->len == PM_WINDOW + g_next_trace_off) {
+    reserve_trace(len); /* right after the last extent: it grows in place */
+    last->len += len;
+    return;
+  }
+  if (f->next >= MAX_EXTENTS) {
+    spin_unlock(&g_range_lock);
+    die("a persistent memory file grew (and was mapped again) in more than 48 separate steps");
+  }
+  f->ext[f->next++] = (struct pm_extent){covered, len, reserve_trace(len)};
+}
+
+/* A mapping of `len` bytes of the file open as fd, from file offset off, at base: one range per
+ * extent of the file it maps. */
 static void add_file_range(uint64_t base, uint64_t len, int fd, uint64_t off) {
   struct stat st;
   if (!len || fstat(fd, &st) != 0) {
@@ -248,31 +305,31 @@ static void add_file_range(uint64_t base, uint64_t len, int fd, uint64_t off) {
     return;
   }
   spin_lock(&g_range_lock);
-  if (have_range(base, len)) {
-    spin_unlock(&g_range_lock);
-    return;
-  }
   struct pm_file *f = NULL;
   for (int i = 0; i < g_nfiles; i++)
     if (g_files[i].dev == (uint64_t)st.st_dev && g_files[i].ino == (uint64_t)st.st_ino)
       f = &g_files[i];
-  uint64_t need = off + len, fsize = (uint64_t)st.st_size;
-  if (!f || need > f->size) {
-    /* First mapping of the file, or past the space it has (the file grew): the file (again) gets
-     * space for all of it; mappings made before keep theirs. */
-    if (!f) {
-      if (g_nfiles >= MAX_RANGES) {
-        spin_unlock(&g_range_lock);
-        die("more than 256 persistent memory files mapped");
-      }
-      f = &g_files[g_nfiles++];
-      f->dev = (uint64_t)st.st_dev;
-      f->ino = (uint64_t)st.st_ino;
+  if (!f) {
+    if (g_nfiles >= MAX_RANGES) {
+      spin_unlock(&g_range_lock);
+      die("more than 256 persistent memory files mapped");
     }
-    f->size = need > fsize ? need : fsize;
-    f->trace_base = reserve_trace(f->size);
+    f = &g_files[g_nfiles++];
+    f->dev = (uint64_t)st.st_dev;
+    f->ino = (uint64_t)st.st_ino;
+    f->next = 0;
   }
-  put_range(base, len, f->trace_base + off);
+  uint64_t need = off + len, fsize = (uint64_t)st.st_size;
+  cover_file(f, need > fsize ? need : fsize);
+  for (int i = 0; i < f->next; i++) {
+    const struct pm_extent *e = &f->ext[i];
+    uint64_t lo = off > e->off ? off : e->off, hi = need < e->off + e->len ? need : e->off + e->len;
+    if (lo >= hi)
+      continue;
+    if (!have_range(base + (lo - off), hi - lo))
+      put_range_locked(base + (lo - off), hi - lo, e->tb + (lo - e->off));
+  }
+  spin_unlock(&g_range_lock);
 }
 
 /* The program unmapped [addr, addr+len): PM mappings wholly inside it are gone. */
@@ -554,18 +611,32 @@ static inline void mem_ev(struct tbuf *b, unsigned kind, uint64_t taddr, const v
 }
 
 /* A load/store of any size at program address `a`, split at line boundaries; `value` the
- * bytes written (NULL for a load). */
+ * bytes written (NULL for a load). Each page is translated on its own: PM regions are whole
+ * pages, and the next page may be another region (a file's next extent) or not PM at all
+ * (left out under --volatile drop). */
 static void emit_mem(struct tbuf *b, unsigned kind, uint64_t a, uint64_t size, const uint8_t *value) {
-  int pm;
-  uint64_t t = translate(a, &pm);
   while (size) {
-    uint64_t room = LINE - (t & (LINE - 1));
-    unsigned n = (unsigned)(size < room ? size : room);
-    mem_ev(b, kind, t, value, n);
-    if (value)
-      value += n;
-    t += n;
-    size -= n;
+    int pm;
+    uint64_t t = translate(a, &pm);
+    uint64_t page = 4096 - (a & 4095), part = size < page ? size : page;
+    a += part;
+    size -= part;
+    if (!pm && g_drop_volatile) {
+      if (value)
+        value += part;
+      continue;
+    }
+    if (pm && value)
+      SEEN(g_seen_pm_store);
+    while (part) {
+      uint64_t room = LINE - (t & (LINE - 1));
+      unsigned n = (unsigned)(part < room ? part : room);
+      mem_ev(b, kind, t, value, n);
+      if (value)
+        value += n;
+      t += n;
+      part -= n;
+    }
   }
 }
 
@@ -619,6 +690,8 @@ static void emit_sync(struct tbuf *b, unsigned kind, const void *addr, unsigned 
     size = (unsigned)(LINE - (t & (LINE - 1)));
   if (!size)
     size = 1;
+  if (pm && value)
+    SEEN(g_seen_pm_store);
   compute_ev(b);
   unsigned stripe = (unsigned)((t >> 3) * 0x9E3779B97F4A7C15ULL >> 58);
   spin_lock(&g_sync_lock[stripe]);
@@ -676,6 +749,9 @@ static void flush_ev(unsigned kind, const void *addr) {
     return;
   int pm;
   translate((uint64_t)addr, &pm);
+  SEEN(g_seen_flush);
+  if (pm)
+    SEEN(g_seen_pm_flush);
   if (!pm && g_drop_volatile)
     return;
   EMIT_OR_DEFER(P_FLUSH, kind, addr, 0, 0, NULL, emit_flush(b, kind, addr));
@@ -804,6 +880,8 @@ void pmsim_strand(void) { fence_ev(K_STRAND); }
 
 /* ---------- start, finish, crash ---------- */
 
+static void report(const char *what);
+
 static void write_meta(const char *text) {
   uint32_t len = (uint32_t)strlen(text);
   uint8_t tag = 3;
@@ -853,6 +931,7 @@ static void write_end(const char *incomplete) {
   spin_lock(&g_file_lock);
   write_all(end, 13);
   spin_unlock(&g_file_lock);
+  report("flushes");
 }
 
 /* The trace's end. The file stays open (it is close-on-exec): a thread that has not seen
@@ -1016,6 +1095,60 @@ static uint64_t parse_num(const char *s, const char **end) {
 }
 
 static void heap_init(void);
+static void thread_end(void *);
+static pthread_key_t g_end_key;
+static void untraced(const char *out);
+
+/* `pmsim trace record` learns which processes ran instrumented, and whether the traced one
+ * flushed lines without storing to PM, from lines appended to PMSIM_TRACE_REPORT:
+ * "traced PID ARGV0", "untraced PID ARGV0" and, when the trace ends, "flushes PID F P S" (F: it
+ * flushed lines; P: one of them was PM; S: it stored to PM; each 0 or 1). */
+static void report(const char *what) {
+  const char *path = getenv("PMSIM_TRACE_REPORT");
+  if (!path || !*path)
+    return;
+  char line[600];
+  int n;
+  if (!strcmp(what, "flushes"))
+    n = snprintf(line, sizeof line, "flushes %d %d %d %d\n", (int)g_pid, atomic_load(&g_seen_flush),
+                 atomic_load(&g_seen_pm_flush), atomic_load(&g_seen_pm_store));
+  else
+    n = snprintf(line, sizeof line, "%s %d %.500s\n", what, (int)syscall(SYS_getpid), program_invocation_name);
+  if (n <= 0)
+    return;
+  if (n >= (int)sizeof line)
+    n = sizeof line - 1;
+  for (int i = 0; i < n - 1; i++)
+    if (line[i] == '\n')
+      line[i] = '?';
+  line[n - 1] = '\n';
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return;
+  if (write(fd, line, (size_t)n) < 0) {
+  }
+  syscall(SYS_close, fd);
+}
+
+/* This process found the trace file made by another: it runs untraced and says so. */
+static void untraced(const char *out) {
+  report("untraced");
+  char msg[1200];
+  int n;
+  if (getenv("PMSIM_TRACE_REPORT"))
+    n = snprintf(msg, sizeof msg,
+                 "pmsim: warning: tracer runtime: %.300s (pid %d) runs untraced: another process started by "
+                 "the same 'pmsim trace record' writes the trace (one process per trace: record each "
+                 "program with its own 'pmsim trace record')\n",
+                 program_invocation_name, (int)g_pid);
+  else
+    n = snprintf(msg, sizeof msg,
+                 "pmsim: warning: tracer runtime: %.300s (pid %d) runs untraced: the trace file %.400s exists "
+                 "(another traced process writes it, or an earlier run left it)\n",
+                 program_invocation_name, (int)g_pid, out);
+  if (n > 0 && write(2, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1)) < 0) {
+  }
+}
 
 /* A forked child does not trace (it would interleave its events into the parent's file). */
 static void child_off(void) {
@@ -1053,9 +1186,17 @@ __attribute__((constructor(101))) static void pmt_init(void) {
   const char *comp = getenv("PMSIM_TRACE_COMPUTE");
   g_count_compute = !comp || strcmp(comp, "drop");
   g_pid = (pid_t)syscall(SYS_getpid);
-  g_fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  /* One process per trace: the first instrumented process to start creates the file; any other
+   * (started alongside it or after it, by a shell, by exec or by the program itself) finds it and
+   * runs untraced, saying so, rather than truncate or interleave the first one's trace. */
+  g_fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (g_fd < 0 && errno == EEXIST) {
+    untraced(out);
+    return;
+  }
   if (g_fd < 0)
     die("cannot create the trace file");
+  report("traced");
   /* Out of the way of the program's own descriptors (see close() below). */
   int high = fcntl(g_fd, F_DUPFD_CLOEXEC, 1000);
   if (high >= 0) {
@@ -1078,8 +1219,8 @@ __attribute__((constructor(101))) static void pmt_init(void) {
   g_on = 1;
   if (meta && *meta)
     write_meta(meta);
-  /* Programs this one executes are not traced into the same file. */
-  unsetenv("PMSIM_TRACE_OUT");
+  if (pthread_key_create(&g_end_key, thread_end))
+    die("cannot create the thread-end key (pthread_key_create)");
   pthread_atfork(NULL, NULL, child_off);
   if (g_mode == PM_HEAP)
     heap_init();
@@ -1099,9 +1240,12 @@ __attribute__((constructor(101))) static void pmt_init(void) {
  * Every malloc/new of the program comes from one region, which is the PM range: programs that
  * emulate PM with the heap (FAST_FAIR, CCEH) then trace their nodes as persistent. Size classes
  * are powers of two (16 B .. 32 KiB) carved from 64 KiB chunks, so blocks are aligned to their
- * class; larger blocks take whole chunks. Freed blocks are reused (per class; large: first fit).
+ * class; larger blocks take whole chunks, starting at a multiple of their alignment (up to
+ * HEAP_MAX_ALIGN: the heap itself is aligned to it; the chunks skipped to get there are free).
+ * Freed blocks are reused (per class; large: first fit).
  */
 #define CHUNK (64 * 1024ULL)
+#define HEAP_MAX_ALIGN (1ULL << 30)
 #define HEAP_SIZE PM_WINDOW_SIZE
 #define NCHUNKS (HEAP_SIZE / CHUNK)
 static uint8_t *g_heap;
@@ -1124,13 +1268,19 @@ extern void *__libc_memalign(size_t, size_t);
 static void heap_init(void) {
   void *p = (void *)syscall(SYS_mmap, (void *)PM_WINDOW, HEAP_SIZE, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-  int identity = p == (void *)PM_WINDOW;
+  int identity = p == (void *)PM_WINDOW; /* PM_WINDOW is a multiple of HEAP_MAX_ALIGN */
   if (!identity) {
     if (p != MAP_FAILED && (long)p > 0)
       syscall(SYS_munmap, p, HEAP_SIZE);
-    p = raw_mmap(HEAP_SIZE);
-    if (p == MAP_FAILED)
+    /* Elsewhere: aligned to HEAP_MAX_ALIGN (the excess around it given back). */
+    uint8_t *q = raw_mmap(HEAP_SIZE + HEAP_MAX_ALIGN);
+    if (q == MAP_FAILED)
       die("cannot reserve the 16 GiB PM heap");
+    uint8_t *a = (uint8_t *)(((uint64_t)q + HEAP_MAX_ALIGN - 1) & ~(HEAP_MAX_ALIGN - 1));
+    if (a > q)
+      syscall(SYS_munmap, q, (size_t)(a - q));
+    syscall(SYS_munmap, a + HEAP_SIZE, (size_t)(q + HEAP_MAX_ALIGN - a));
+    p = a;
   }
   g_heap = p;
   add_range((uint64_t)p, HEAP_SIZE, identity);
@@ -1169,33 +1319,57 @@ static void *heap_alloc(size_t n, size_t align) {
     }
   } else {
     uint64_t chunks = (n + CHUNK - 1) / CHUNK;
-    if (align > CHUNK)
-      goto out; /* not supported: larger than a chunk */
-    for (struct large_free **pp = &g_large_free; *pp; pp = &(*pp)->next) {
-      if ((*pp)->chunks >= chunks) {
-        struct large_free *f = *pp;
-        uint64_t idx = ((uint8_t *)f - g_heap) / CHUNK;
-        if (f->chunks > chunks) {
-          struct large_free *rest = (struct large_free *)((uint8_t *)f + chunks * CHUNK);
-          rest->next = f->next;
-          rest->chunks = f->chunks - chunks;
-          *pp = rest;
-        } else {
-          *pp = f->next;
+    uint64_t step = align > CHUNK ? align / CHUNK : 1; /* the block starts at a multiple */
+    if (align > HEAP_MAX_ALIGN) {
+      spin_unlock(&g_heap_lock);
+      static atomic_int warned;
+      if (!atomic_exchange(&warned, 1)) {
+        char msg[200];
+        int len = snprintf(msg, sizeof msg,
+                           "pmsim: warning: tracer runtime: the PM heap (--pm heap) aligns blocks to at most 1 GiB; "
+                           "an allocation aligned to %zu returns NULL\n", align);
+        if (len > 0 && write(2, msg, (size_t)len) < 0) {
         }
-        g_chunk_class[idx] = 255;
-        g_chunk_count[idx] = (uint32_t)chunks;
-        r = f;
-        t_heap_reused = 1;
-        goto out;
       }
+      errno = ENOMEM;
+      return NULL;
     }
-    if (g_heap_chunks + chunks > NCHUNKS)
+    for (struct large_free **pp = &g_large_free; *pp; pp = &(*pp)->next) {
+      struct large_free *f = *pp;
+      uint64_t idx = ((uint8_t *)f - g_heap) / CHUNK, at = (idx + step - 1) / step * step;
+      if (at + chunks > idx + f->chunks)
+        continue;
+      /* The run minus the block: what is before it (f itself) and after it stay free. */
+      uint64_t after = idx + f->chunks - (at + chunks);
+      if (at > idx)
+        f->chunks = at - idx;
+      else
+        *pp = f->next;
+      if (after) {
+        struct large_free *rest = (struct large_free *)(g_heap + (at + chunks) * CHUNK);
+        rest->chunks = after;
+        rest->next = *pp;
+        *pp = rest;
+      }
+      g_chunk_class[at] = 255;
+      g_chunk_count[at] = (uint32_t)chunks;
+      r = g_heap + at * CHUNK;
+      t_heap_reused = 1;
       goto out;
-    g_chunk_class[g_heap_chunks] = 255;
-    g_chunk_count[g_heap_chunks] = (uint32_t)chunks;
-    r = g_heap + g_heap_chunks * CHUNK;
-    g_heap_chunks += chunks;
+    }
+    uint64_t at = (g_heap_chunks + step - 1) / step * step;
+    if (at > NCHUNKS || chunks > NCHUNKS - at)
+      goto out;
+    if (at > g_heap_chunks) { /* the chunks skipped are a free run */
+      struct large_free *gap = (struct large_free *)(g_heap + g_heap_chunks * CHUNK);
+      gap->chunks = at - g_heap_chunks;
+      gap->next = g_large_free;
+      g_large_free = gap;
+    }
+    g_chunk_class[at] = 255;
+    g_chunk_count[at] = (uint32_t)chunks;
+    r = g_heap + at * CHUNK;
+    g_heap_chunks = at + chunks;
   }
 out:
   spin_unlock(&g_heap_lock);
@@ -1259,6 +1433,10 @@ void *realloc(void *p, size_t n) {
     return malloc(n);
   if (!in_heap(p))
     return __libc_realloc(p, n);
+  if (n == 0) { /* as glibc: the block is freed and NULL returned */
+    heap_free(p);
+    return NULL;
+  }
   size_t old = heap_size(p);
   if (n <= old)
     return p;
@@ -1272,9 +1450,22 @@ void *realloc(void *p, size_t n) {
   }
   return q;
 }
-void *memalign(size_t align, size_t n) { return heap_on() ? heap_alloc(n, align) : __libc_memalign(align, n); }
+void *memalign(size_t align, size_t n) {
+  if (!heap_on())
+    return __libc_memalign(align, n);
+  if (align > SIZE_MAX / 2 + 1) { /* as glibc */
+    errno = EINVAL;
+    return NULL;
+  }
+  size_t a = 1; /* as glibc: an alignment that is not a power of two is rounded up to one */
+  while (a < align)
+    a <<= 1;
+  return heap_alloc(n, a);
+}
 void *aligned_alloc(size_t align, size_t n) { return memalign(align, n); }
 int posix_memalign(void **out, size_t align, size_t n) {
+  if (!align || align % sizeof(void *) || (align & (align - 1)))
+    return EINVAL; /* as glibc: a power-of-two multiple of sizeof(void *) */
   void *p = memalign(align, n);
   if (!p)
     return ENOMEM;
@@ -1344,10 +1535,16 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) __a
 ACQUIRE_ON_SUCCESS(int, pthread_mutex_lock, m, 8, (pthread_mutex_t *m), (m))
 ACQUIRE_ON_SUCCESS(int, pthread_mutex_trylock, m, 8, (pthread_mutex_t *m), (m))
 RELEASE_BEFORE(int, pthread_mutex_unlock, m, 8, (pthread_mutex_t *m), (m))
+/* A thread cancelled in a condition wait takes the mutex again before it unwinds (its cleanup
+ * handlers run holding it): that is its acquire. */
+static void cond_wait_cancelled(void *m) { sync_ev(K_ACQUIRE, m, 8, 0); }
 int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
   REAL(pthread_cond_wait);
   sync_ev(K_RELEASE, m, 8, 0);
-  int r = real_pthread_cond_wait(c, m);
+  int r;
+  pthread_cleanup_push(cond_wait_cancelled, m);
+  r = real_pthread_cond_wait(c, m);
+  pthread_cleanup_pop(0);
   sync_ev(K_ACQUIRE, c, 8, 0);
   sync_ev(K_ACQUIRE, m, 8, 0);
   return r;
@@ -1355,7 +1552,10 @@ int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
 int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *ts) {
   REAL(pthread_cond_timedwait);
   sync_ev(K_RELEASE, m, 8, 0);
-  int r = real_pthread_cond_timedwait(c, m, ts);
+  int r;
+  pthread_cleanup_push(cond_wait_cancelled, m);
+  r = real_pthread_cond_timedwait(c, m, ts);
+  pthread_cleanup_pop(0);
   sync_ev(K_ACQUIRE, c, 8, 0);
   sync_ev(K_ACQUIRE, m, 8, 0);
   return r;
@@ -1401,8 +1601,19 @@ int pthread_barrier_wait(pthread_barrier_t *b) {
 
 struct start { void *(*fn)(void *); void *arg; uint64_t gen; };
 
-/* A created thread ends: the release pthread_join acquires, then its slot is free. */
-static void thread_end(void) {
+/* A created thread ends: the release pthread_join acquires, then its slot is free. This is the
+ * destructor of a thread-specific key every created thread sets (g_end_key), so it runs however
+ * the thread ends (a return from its start function, pthread_exit, a cancellation) and after
+ * what the thread still does as it ends: glibc runs C++ thread_local destructors
+ * (__call_tls_dtors) before the keys' destructors, and the keys' destructors in rounds of
+ * ascending key, each round calling those whose value is set. The key sets itself again for the
+ * next round, up to the last of PTHREAD_DESTRUCTOR_ITERATIONS, so the end comes after every
+ * other key's destructor (unless one also runs in every round). */
+static __thread unsigned t_end_round;
+
+static void thread_end(void *v) {
+  if (++t_end_round < PTHREAD_DESTRUCTOR_ITERATIONS && pthread_setspecific(g_end_key, v) == 0)
+    return;
   sync_ev(K_RELEASE, (void *)pthread_self(), 8, 0);
   end_slot();
 }
@@ -1412,17 +1623,8 @@ static void *thread_start(void *p) {
   t_created_gen = s.gen;
   sync_ev(K_ACQUIRE, p, 8, 0); /* synchronises with the creator's release */
   __libc_free(p);
-  void *r = s.fn(s.arg);
-  thread_end();
-  return r;
-}
-
-/* A thread that ends by pthread_exit is joined like one that returns. */
-void pthread_exit(void *r) {
-  REAL(pthread_exit);
-  thread_end();
-  real_pthread_exit(r);
-  __builtin_unreachable();
+  pthread_setspecific(g_end_key, (void *)1);
+  return s.fn(s.arg);
 }
 
 int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
@@ -1881,4 +2083,64 @@ void __pmt_lanes(uint32_t kind, const uint64_t *addrs, uint64_t esize, uint64_t 
   for (uint64_t i = 0; i < nlanes && i < 64; i++)
     if (maskbits >> i & 1)
       mem_access(kind, (const void *)addrs[i], esize, kind != K_LOAD);
+}
+
+/* ---------- sync events with a value the pass supplies (PmTracePass.cpp) ----------
+ * Appended for the pass's C11/C++ atomics and libatomic calls; nothing above uses it. */
+
+/* A signal handler's sync event while its thread is inside the tracer: as defer(), with the
+ * bytes written copied from `value` rather than read from `addr`. */
+static void defer_sync_value(unsigned kind, const void *addr, uint64_t size, const uint8_t *value) {
+  if (!t_pend) {
+    struct pend *m = raw_mmap(sizeof(struct pend) * MAX_PEND);
+    struct pend *none = NULL;
+    if (!__atomic_compare_exchange_n(&t_pend, &none, m, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+      syscall(SYS_munmap, m, sizeof(struct pend) * MAX_PEND); /* a nested handler was first */
+  }
+  do {
+    unsigned n = (unsigned)(size > 64 ? 64 : size);
+    uint32_t i = __atomic_fetch_add(&t_pend_n, 1, __ATOMIC_SEQ_CST);
+    if (i >= MAX_PEND)
+      die("a signal handler made more than 4096 traced accesses while its thread was inside the tracer");
+    struct pend *r = &t_pend[i];
+    r->what = P_SYNC;
+    r->kind = (uint8_t)kind;
+    r->size = (uint8_t)n;
+    r->has_value = value != NULL;
+    r->addr = addr;
+    r->label = NULL;
+    if (value) {
+      memcpy(r->value, value, n);
+      value += n;
+    }
+    addr = (const uint8_t *)addr + n;
+    size -= n;
+  } while (size);
+}
+
+/* A sync event of `n` bytes at `p`: K_ACQUIRE (an acquire load, recorded after it; `value`
+ * NULL), K_RELEASE (a release store, recorded before it) or K_RMW, whose bytes written are
+ * `value`'s, not read back from `p` (a release has not stored yet, and after an rmw another
+ * thread may have written `p` again). As for every sync event, the part in `p`'s first line is
+ * the sync event; the rest of a wider access is a `store` (an acquire's a `load`). */
+void __pmt_sync(uint32_t kind, const void *p, uint64_t n, const void *value) {
+  if (!g_on || !n)
+    return;
+  if (n > 0xffffffffULL)
+    n = 0xffffffffULL;
+  if (t_busy) {
+    defer_sync_value(kind, p, n, value);
+    return;
+  }
+  struct tbuf *b = enter();
+  if (!b)
+    return;
+  emit_sync(b, kind, p, (unsigned)n, value);
+  if (kind == K_ACQUIRE) {
+    int pm;
+    uint64_t room = LINE - (translate((uint64_t)p, &pm) & (LINE - 1));
+    if (n > room)
+      emit_mem(b, K_LOAD, (uint64_t)p + room, n - room, NULL);
+  }
+  leave(b);
 }
