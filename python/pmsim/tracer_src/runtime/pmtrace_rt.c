@@ -549,10 +549,11 @@ static inline void leave(struct tbuf *b) {
 }
 
 /* Records an event a signal handler caused while its thread was inside the event code. Values
- * are copied now (the handler may write the word again before they are written out). */
+ * are copied now (the handler may write the word again before they are written out), from
+ * `src` when given (the bytes an atomic writes, which memory may not hold yet), else from `addr`. */
 enum { P_MEM, P_SYNC, P_FENCE, P_FLUSH, P_OP };
-static void defer(unsigned what, unsigned kind, const void *addr, uint64_t size, int with_value,
-                  const char *label) {
+static void defer_from(unsigned what, unsigned kind, const void *addr, uint64_t size, int with_value,
+                       const char *label, const uint8_t *src) {
   if (!t_pend) {
     struct pend *m = raw_mmap(sizeof(struct pend) * MAX_PEND);
     struct pend *none = NULL;
@@ -571,11 +572,19 @@ static void defer(unsigned what, unsigned kind, const void *addr, uint64_t size,
     r->has_value = (uint8_t)(with_value != 0);
     r->addr = addr;
     r->label = label;
-    if (with_value)
-      memcpy(r->value, addr, n);
+    if (with_value) {
+      memcpy(r->value, src ? (const void *)src : addr, n);
+      if (src)
+        src += n;
+    }
     addr = (const uint8_t *)addr + n;
     size -= n;
   } while (size);
+}
+
+static void defer(unsigned what, unsigned kind, const void *addr, uint64_t size, int with_value,
+                  const char *label) {
+  defer_from(what, kind, addr, size, with_value, label, NULL);
 }
 
 /* The body of every event entry point: `emit_call` (an emit_*(b, ...) call) between enter() and
@@ -2088,36 +2097,6 @@ void __pmt_lanes(uint32_t kind, const uint64_t *addrs, uint64_t esize, uint64_t 
 /* ---------- sync events with a value the pass supplies (PmTracePass.cpp) ----------
  * Appended for the pass's C11/C++ atomics and libatomic calls; nothing above uses it. */
 
-/* A signal handler's sync event while its thread is inside the tracer: as defer(), with the
- * bytes written copied from `value` rather than read from `addr`. */
-static void defer_sync_value(unsigned kind, const void *addr, uint64_t size, const uint8_t *value) {
-  if (!t_pend) {
-    struct pend *m = raw_mmap(sizeof(struct pend) * MAX_PEND);
-    struct pend *none = NULL;
-    if (!__atomic_compare_exchange_n(&t_pend, &none, m, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-      syscall(SYS_munmap, m, sizeof(struct pend) * MAX_PEND); /* a nested handler was first */
-  }
-  do {
-    unsigned n = (unsigned)(size > 64 ? 64 : size);
-    uint32_t i = __atomic_fetch_add(&t_pend_n, 1, __ATOMIC_SEQ_CST);
-    if (i >= MAX_PEND)
-      die("a signal handler made more than 4096 traced accesses while its thread was inside the tracer");
-    struct pend *r = &t_pend[i];
-    r->what = P_SYNC;
-    r->kind = (uint8_t)kind;
-    r->size = (uint8_t)n;
-    r->has_value = value != NULL;
-    r->addr = addr;
-    r->label = NULL;
-    if (value) {
-      memcpy(r->value, value, n);
-      value += n;
-    }
-    addr = (const uint8_t *)addr + n;
-    size -= n;
-  } while (size);
-}
-
 /* A sync event of `n` bytes at `p`: K_ACQUIRE (an acquire load, recorded after it; `value`
  * NULL), K_RELEASE (a release store, recorded before it) or K_RMW, whose bytes written are
  * `value`'s, not read back from `p` (a release has not stored yet, and after an rmw another
@@ -2129,7 +2108,7 @@ void __pmt_sync(uint32_t kind, const void *p, uint64_t n, const void *value) {
   if (n > 0xffffffffULL)
     n = 0xffffffffULL;
   if (t_busy) {
-    defer_sync_value(kind, p, n, value);
+    defer_from(P_SYNC, kind, p, n, value != NULL, NULL, (const uint8_t *)value);
     return;
   }
   struct tbuf *b = enter();
