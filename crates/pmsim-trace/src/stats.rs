@@ -7,7 +7,9 @@ use crate::TraceError;
 use std::collections::BTreeMap;
 
 /// Counts per thread and in total. Epochs are maximal runs of a thread's PM stores between
-/// barriers (`ofence`/`dfence`), as the checker defines them (docs/design.md §6).
+/// barriers (`ofence`/`dfence`), as the checker defines them (docs/design.md §6); in a legacy
+/// x86 trace (no `ofence`/`dfence`/`strand`), between `sfence`/`mfence`, its only ordering, as
+/// `pmsim analyze` and the buffered designs read it (docs/design.md §3, §8).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TraceStats {
     pub threads: usize,
@@ -44,26 +46,17 @@ impl TraceStats {
         let mut by_kind = [0u64; Kind::ALL.len()];
         let mut chunk = Chunk::default();
         let mut pm_lines: rustc_hash::FxHashSet<u64> = Default::default();
+        // Epochs both ways; the trace's dialect, known at its end, picks one.
+        let (mut neutral, mut x86) = (Epochs::default(), Epochs::default());
+        let mut dialect = crate::dialect::DialectScan::default();
         for (t, src) in sources.iter_mut().enumerate() {
-            let mut epoch_lines: Vec<u64> = Vec::new();
             let mut client = false;
-            let close = |lines: &mut Vec<u64>, st: &mut TraceStats| {
-                if !lines.is_empty() {
-                    st.epochs += 1;
-                    lines.sort_unstable();
-                    lines.dedup();
-                    st.epoch_lines += lines.len() as u64;
-                    if lines.len() == 1 {
-                        st.single_line_epochs += 1;
-                    }
-                    lines.clear();
-                }
-            };
             while src.next_chunk(&mut chunk)? {
                 for ev in &chunk.events {
                     st.events += 1;
                     st.events_by_thread[t] += 1;
                     by_kind[ev.kind as usize] += 1;
+                    dialect.see(ev.kind);
                     if (ev.kind.writes() || ev.kind.reads()) && is_pm(pm, ev.addr) {
                         pm_lines.insert(ev.addr / LINE_BYTES);
                     }
@@ -71,7 +64,8 @@ impl TraceStats {
                         if is_pm(pm, ev.addr) {
                             st.pm_stores += 1;
                             st.pm_store_bytes += ev.size as u64;
-                            epoch_lines.push(ev.addr & !(LINE_BYTES - 1));
+                            neutral.lines.push(ev.addr & !(LINE_BYTES - 1));
+                            x86.lines.push(ev.addr & !(LINE_BYTES - 1));
                         } else {
                             st.volatile_stores += 1;
                         }
@@ -81,7 +75,10 @@ impl TraceStats {
                         st.load_bytes += ev.size as u64;
                     }
                     if ev.kind.is_barrier() {
-                        close(&mut epoch_lines, &mut st);
+                        neutral.close();
+                    }
+                    if matches!(ev.kind, Kind::Sfence | Kind::Mfence) {
+                        x86.close();
                     }
                     if ev.kind == Kind::End {
                         st.operations += 1;
@@ -96,13 +93,61 @@ impl TraceStats {
                     client |= ev.kind.is_remote();
                 }
             }
-            close(&mut epoch_lines, &mut st);
+            neutral.close();
+            x86.close();
             st.client_threads += client as u64;
         }
+        let e = if dialect.dialect() == crate::Dialect::X86 { x86 } else { neutral };
+        (st.epochs, st.single_line_epochs, st.epoch_lines) = (e.epochs, e.single_line, e.lines_sum);
         st.pm_footprint_bytes = pm_lines.len() as u64 * LINE_BYTES;
         for k in Kind::ALL {
             st.events_by_kind.insert(k.name().to_string(), by_kind[k as usize]);
         }
         Ok(st)
+    }
+}
+
+/// Epoch counts of one reading of the barriers, over the threads in turn.
+#[derive(Default)]
+struct Epochs {
+    epochs: u64,
+    single_line: u64,
+    lines_sum: u64,
+    /// The open epoch's PM lines (with repeats).
+    lines: Vec<u64>,
+}
+
+impl Epochs {
+    fn close(&mut self) {
+        if !self.lines.is_empty() {
+            self.epochs += 1;
+            self.lines.sort_unstable();
+            self.lines.dedup();
+            self.lines_sum += self.lines.len() as u64;
+            self.single_line += (self.lines.len() == 1) as u64;
+            self.lines.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn stats(body: &str) -> TraceStats {
+        let t = Arc::new(crate::text::parse_str("s.trace", &format!("# pmsim trace v1\nthreads 1\n{body}")).unwrap());
+        TraceStats::collect(&t.pm, &mut crate::source::VecSource::all(&t)).unwrap()
+    }
+
+    #[test]
+    fn epochs_are_split_by_the_barriers_of_the_traces_dialect() {
+        let legacy = "T0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 sfence\n\
+                      T0 store 0x100000040 8 2\nT0 store 0x100000080 8 3\nT0 mfence\nT0 store 0x100000000 8 4\n";
+        let s = stats(legacy);
+        assert_eq!((s.epochs, s.single_line_epochs, s.epoch_lines), (3, 2, 4));
+        // One ofence makes it design-neutral: its x86 fences split nothing.
+        let s = stats(&format!("{legacy}T0 ofence\n"));
+        assert_eq!((s.epochs, s.single_line_epochs, s.epoch_lines), (1, 0, 3));
     }
 }
