@@ -376,7 +376,7 @@ impl Simulator {
                 let lat = self.load_latency(c, ev.addr, ev.size);
                 self.m.record_load(c, ev.gid, ev.addr, ev.size);
                 if ev.kind == Kind::Acquire {
-                    let releaser = self.sync_performed(ev.addr, ev.gid, c, false);
+                    let releaser = self.sync_performed(ev.addr, ev.gid, c, None);
                     self.design.on_acquire_at(&mut self.m, c, ev.addr, releaser);
                 }
                 let core = &mut self.m.cores[c];
@@ -489,15 +489,17 @@ impl Simulator {
         self.m.sync.get(&addr).and_then(|s| s.last_releaser).map(|r| r as usize).filter(|&r| r != c)
     }
 
-    /// Records a sync event as performed and wakes the waiters it makes ready. Returns the core
-    /// it synchronises with (the last releaser, if another core).
-    fn sync_performed(&mut self, addr: u64, gid: u64, c: usize, releases: bool) -> Option<usize> {
+    /// Records a sync event as performed and wakes the waiters it makes ready. `releases`: a
+    /// release or rmw, with when it has finished taking its line. Returns the core it
+    /// synchronises with (the last releaser, if another core).
+    fn sync_performed(&mut self, addr: u64, gid: u64, c: usize, releases: Option<u64>) -> Option<usize> {
         let s = self.m.sync.entry(addr).or_default();
         s.performed += 1;
         let releaser = s.last_releaser.map(|r| r as usize).filter(|&r| r != c);
-        if releases {
+        if let Some(line_free_at) = releases {
             s.released += 1;
             s.last_releaser = Some(c as u16);
+            s.line_free_at = line_free_at;
         }
         let now = self.m.now;
         if let Some(r) = &mut self.m.record {
@@ -650,8 +652,10 @@ impl Simulator {
                         self.m.cores[c].drain_stall = Some(StallCause::Sync);
                         return;
                     }
-                    // Its predecessor has performed, but may still be taking the line.
-                    let free_at = self.m.sync.get(&head.addr).map_or(0, |s| s.line_free_at);
+                    // Its predecessor has performed, but may still be taking the line (the
+                    // first sync event on an address, aux 0, has no predecessor to wait for).
+                    let free_at =
+                        if head.aux == 0 { 0 } else { self.m.sync.get(&head.addr).map_or(0, |s| s.line_free_at) };
                     if self.wait_until(c, free_at) {
                         self.m.cores[c].drain_stall = Some(StallCause::Sync);
                         return;
@@ -674,8 +678,7 @@ impl Simulator {
                         self.design.on_acquire_at(&mut self.m, c, head.addr, releaser);
                     }
                     let lat = self.perform_head(c, &head);
-                    self.sync_performed(head.addr, head.gid, c, true);
-                    self.m.sync.entry(head.addr).or_default().line_free_at = self.m.now + lat;
+                    self.sync_performed(head.addr, head.gid, c, Some(self.m.now + lat));
                     self.design.on_released(&mut self.m, c);
                     if self.performed(c, lat) {
                         return;
