@@ -171,8 +171,25 @@ def compile_cmd(lang: str, args: list[str]) -> list[str]:
         *args,
     ]
     if links:
-        cmd += [str(runtime), "-pthread", "-ldl"]
+        cmd += [str(runtime), f"-Wl,--dynamic-list={_dynamic_list(runtime)}", "-pthread", "-ldl"]
     return cmd
+
+
+# The runtime's entry points (the pass's `__pmt_*` hooks and counter, pmsim.h's `pmsim_*`) must
+# be in the executable's dynamic symbol table: an instrumented shared library the program loads
+# with dlopen (a plugin, not a link-time dependency) refers to them, and ld exports an
+# executable's symbols only for the libraries it saw at link time.
+_DYNAMIC_LIST = "{\n  __pmt_*;\n  pmsim_*;\n};\n"
+
+
+def _dynamic_list(runtime: Path) -> Path:
+    """The linker dynamic list (beside the built runtime) that exports the runtime's symbols."""
+    path = runtime.parent / "pmtrace_rt.dynlist"
+    if not path.is_file() or path.read_text() != _DYNAMIC_LIST:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(_DYNAMIC_LIST)
+        os.replace(tmp, path)
+    return path
 
 
 def cmd_compile(lang: str, args: list[str]) -> int:

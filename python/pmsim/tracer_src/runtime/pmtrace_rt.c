@@ -1502,7 +1502,10 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
       /* A private mapping is a copy-on-write copy: its stores never reach the file. */
       if (n > 0 && (flags & MAP_SHARED)) {
         path[n] = 0;
-        pm = !strncmp(path, g_dax_dir, dl) && (path[dl] == '/' || path[dl] == 0);
+        /* DIR itself or a path below it (DIR "/", realpath's only result ending in '/',
+         * holds every file). */
+        pm = !strncmp(path, g_dax_dir, dl) &&
+             (path[dl] == '/' || path[dl] == 0 || (dl > 0 && g_dax_dir[dl - 1] == '/'));
       }
     } else if (g_mode == PM_PMDK) {
       /* A pool's (or a poolset's parts') shared file mappings; private ones are copies. */
@@ -1769,15 +1772,17 @@ int msync(void *addr, size_t len, int flags) {
 /* libpmem's and libpmem2's flags of a copy/set (the same bits in both). */
 #define PMEM_F_MEM_NODRAIN_ (1U << 0)
 #define PMEM_F_MEM_NONTEMPORAL_ (1U << 1)
+#define PMEM_F_MEM_WC_ (1U << 3) /* write combining: on x86-64 an alias of NONTEMPORAL */
 #define PMEM_F_MEM_NOFLUSH_ (1U << 5)
 
-/* A libpmem copy/set: its stores (non-temporal when asked for, which need no flush), their
- * flushes unless told not to, and a drain unless told not to (pmem_memmove(3): no flush means
- * no drain either). */
+/* A libpmem copy/set: its stores (non-temporal when asked for, by NONTEMPORAL or WC, which
+ * need no flush; NOFLUSH copies with plain stores whatever else is asked, as libpmem does),
+ * their flushes unless told not to, and a drain unless told not to (pmem_memmove(3): no flush
+ * means no drain either). */
 static void pmem_effect_flags(void *dst, const void *src, size_t len, unsigned flags) {
   if (src)
     mem_access(K_LOAD, src, len, 0);
-  int nt = (flags & PMEM_F_MEM_NONTEMPORAL_) != 0;
+  int nt = !(flags & PMEM_F_MEM_NOFLUSH_) && (flags & (PMEM_F_MEM_NONTEMPORAL_ | PMEM_F_MEM_WC_));
   mem_access(nt ? K_NTSTORE : K_STORE, dst, len, 1);
   if (!nt && !(flags & PMEM_F_MEM_NOFLUSH_))
     flush_range(dst, len);
