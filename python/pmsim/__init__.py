@@ -20,6 +20,7 @@ from pmsim.api import (
     run,
     trace_convert,
     trace_generate,
+    trace_lint,
     trace_stats,
     workloads,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "sweep",
     "trace_convert",
     "trace_generate",
+    "trace_lint",
     "trace_stats",
     "workloads",
 ]

@@ -215,6 +215,20 @@ def trace_stats(
     return json.loads(_core.trace_stats(trace=trace, workload=workload, params=_strs(params)))
 
 
+def trace_lint(trace: str | os.PathLike, *, max_stores: int = 10, allow_incomplete: bool = False) -> dict:
+    """The PM stores a legacy x86 trace (a program's, from the tracer) never made persistent
+    by its end, its redundant flushes and empty fences; names at most ``max_stores`` of the
+    stores (``unpersisted``). A design-neutral trace reports ``dialect`` ``neutral`` and nothing
+    else: its persistence is the design's."""
+    path = path_arg("trace", trace)
+    if path is None:
+        raise _core.PmsimError("trace: give a trace file")
+    n = int_arg("max_stores", max_stores, 0, 1_000_000)
+    # A recording cut short ends before the program did: its "unpersisted" stores may not be.
+    check_complete(path, allow_incomplete)
+    return json.loads(_core.trace_lint(path, n))
+
+
 TEXT_SUFFIXES = (".trace", ".txt")
 
 
@@ -369,8 +383,11 @@ def describe_violation(v: dict) -> str:
         )
     elif miss:
         shows = "the initial value" if miss.get("shows") is None else f"store {miss['shows']}"
+        # The completed fence closes the path: a dfence, or under x86 an sfence, mfence, locked
+        # rmw or release.
+        fence = (v.get("path") or [{}])[-1].get("kind", "dfence")
         head = (
-            f"{kind}: store {miss['gid']} (T{miss['thread']}) precedes completed dfence {v.get('dfence')} "
+            f"{kind}: store {miss['gid']} (T{miss['thread']}) precedes completed {fence} {v.get('dfence')} "
             f"but word {miss['word']:#x} shows {shows}"
         )
     elif vis:

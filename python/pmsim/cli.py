@@ -304,7 +304,44 @@ def cmd_trace(a: argparse.Namespace) -> int:
     elif a.trace_cmd == "gen":
         n = api.trace_generate(a.workload, a.output, compress=not a.no_compress, **_kv(a.param, "parameter"))
         print(f"wrote {a.output}: {n} events")
+    elif a.trace_cmd == "lint":
+        return _trace_lint(a)
     return 0
+
+
+def _trace_lint(a: argparse.Namespace) -> int:
+    r = api.trace_lint(a.file, max_stores=a.max, allow_incomplete=a.allow_incomplete)
+    if a.json:
+        print(json.dumps(r, indent=2))
+    elif r["dialect"] != "x86":
+        print(
+            f"{a.file}: a design-neutral trace (ofence/dfence): its persistence is the design's, "
+            "nothing to lint (pmsim crash checks the designs)"
+        )
+    else:
+        print(
+            f"{a.file}: {r['threads']} threads, {r['events']} events, {r['pm_stores']} PM stores, "
+            f"{r['flushes']} flushes, {r['fences']} fences"
+        )
+        n = r["unpersisted_stores"]
+        print(
+            f"unpersisted at the end: {n} store(s) in {r['unpersisted_words']} PM word(s) "
+            f"({r['never_flushed']} never flushed, {r['flushed_not_fenced']} flushed but not fenced)"
+        )
+        for st in r["unpersisted"]:
+            op = f" in op '{st['op']}' #{st['op_index']}" if st["op"] is not None else ""
+            print(
+                f"  T{st['thread']} {st['kind']} {st['addr']:#x} ({st['size']} B), gid {st['gid']}"
+                f"{op}: {st['state']}"
+            )
+        if n > len(r["unpersisted"]):
+            print(f"  ... {n - len(r['unpersisted'])} more (--max)")
+        print(
+            f"redundant flushes {r['redundant_flushes']} (lines with nothing to write back), "
+            f"volatile flushes {r['volatile_flushes']}, empty fences {r['empty_fences']} "
+            "(no flush or non-temporal store to order)"
+        )
+    return 1 if r["unpersisted_stores"] else 0
 
 
 def cmd_config(a: argparse.Namespace) -> int:
@@ -721,6 +758,22 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS")
     _sub(tsub, "cc", "C compiler wrapper (clang + tracer): pmsim trace cc [gcc flags]")
     _sub(tsub, "c++", "C++ compiler wrapper (clang++ + tracer): pmsim trace c++ [gcc flags]")
+    tl = _sub(
+        tsub,
+        "lint",
+        "the PM stores a legacy x86 trace never made persistent (exit 1 if any), redundant "
+        "flushes, empty fences",
+    )
+    tl.add_argument("file", help="trace file (a program's, from 'pmsim trace record')")
+    tl.add_argument(
+        "--max", type=int, default=10, metavar="N", help="name at most N unpersisted stores (default 10)"
+    )
+    tl.add_argument("--json", action="store_true", help="print JSON")
+    tl.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="lint a trace marked incomplete (a program that crashed)",
+    )
     tg = _sub(tsub, "gen", "write a workload's trace to a file")
     tg.add_argument("--workload", required=True, metavar="NAME", help="built-in workload ('pmsim workloads')")
     tg.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="workload parameter")

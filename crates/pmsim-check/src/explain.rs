@@ -2,7 +2,8 @@
 //! one, what the image shows instead, and a shortest persist-order path between them.
 //!
 //! Deterministic: bogus words by address first, then visible stores by gid with their missing
-//! predecessors by gid (each missing store reported once), then dfences by thread.
+//! predecessors by gid (each missing store reported once), then dfences by thread, then (x86)
+//! completed fence points, latest first.
 
 use crate::graph::NodeId;
 use crate::incremental::{Incremental, Shown};
@@ -91,22 +92,7 @@ impl Incremental {
             if out.len() >= MAX_VIOLATIONS {
                 return;
             }
-            let r = self.src.req(v);
-            let mut cands: Vec<NodeId> = Vec::new();
-            for u in 0..g.threads {
-                let d = self.agg.durable_prefix(u);
-                if r.c[u] > d {
-                    let found = g.pos_nodes(u, d, r.c[u]).iter().copied().find(|&p| {
-                        let n = &g.nodes[p as usize];
-                        n.pm && self.performed[p as usize] && self.agg.nd[p as usize] > 0
-                    });
-                    cands.extend(found);
-                }
-            }
-            cands.extend(r.members().filter(|&p| self.agg.nd[p as usize] > 0));
-            cands.sort_unstable_by_key(|&p| g.nodes[p as usize].gid);
-            cands.dedup(); // a store may be in two shared bases (x86)
-            for p in cands {
+            for p in self.not_durable_preds(v) {
                 if reported.contains(&p) || out.len() >= MAX_VIOLATIONS {
                     continue;
                 }
@@ -122,6 +108,53 @@ impl Incremental {
                     missing: Some(missing),
                     dfence: None,
                     path: self.path(p, v),
+                });
+            }
+        }
+    }
+
+    /// The predecessors of `v` (in its current set) that are not durable, by gid.
+    fn not_durable_preds(&self, v: NodeId) -> Vec<NodeId> {
+        let g = &self.g;
+        let r = self.src.req(v);
+        let mut cands: Vec<NodeId> = Vec::new();
+        for u in 0..g.threads {
+            let d = self.agg.durable_prefix(u);
+            if r.c[u] > d {
+                let found = g.pos_nodes(u, d, r.c[u]).iter().copied().find(|&p| {
+                    let n = &g.nodes[p as usize];
+                    n.pm && self.performed[p as usize] && self.agg.nd[p as usize] > 0
+                });
+                cands.extend(found);
+            }
+        }
+        cands.extend(r.members().filter(|&p| self.agg.nd[p as usize] > 0));
+        cands.sort_unstable_by_key(|&p| g.nodes[p as usize].gid);
+        cands.dedup(); // a store may be in two shared bases (x86)
+        cands
+    }
+
+    /// x86: stores a completed fence point requires that are not durable, latest fence first
+    /// (a thread's later fence requires what its earlier ones did), each store once.
+    fn not_durable_after_fences(&self, out: &mut Vec<Violation>) {
+        let g = &self.g;
+        let mut reported: Vec<NodeId> = Vec::new();
+        for &(_, f) in g.fences_done[..self.next_fence].iter().rev() {
+            if out.len() >= MAX_VIOLATIONS {
+                return;
+            }
+            for p in self.not_durable_preds(f) {
+                if reported.contains(&p) || out.len() >= MAX_VIOLATIONS {
+                    continue;
+                }
+                reported.push(p);
+                out.push(Violation {
+                    kind: ViolationKind::NotDurable,
+                    at: self.t,
+                    visible: None,
+                    missing: Some(self.missing_store(p)),
+                    dfence: Some(g.nodes[f as usize].gid),
+                    path: self.path(p, f),
                 });
             }
         }
@@ -155,6 +188,7 @@ impl Incremental {
                 });
             }
         }
+        self.not_durable_after_fences(out);
     }
 
     /// A shortest persist-order path from `from` to `to` among performed nodes (BFS; barrier

@@ -87,6 +87,11 @@ pub(crate) struct Graph {
     pub order: Vec<NodeId>,
     /// Completed dfences sorted by completion time.
     pub dfences: Vec<Dfence>,
+    /// x86 only: (completion time, node) of each fence point that completed (an `sfence` or
+    /// `mfence` leaving the store buffer, a locked rmw or release performing), sorted by time then
+    /// gid. From then on the point's persist-order predecessors must be durable: a completed
+    /// fence is where x86 guarantees the stores flushed before it persistent (docs/design.md §5).
+    pub fences_done: Vec<(u64, NodeId)>,
 }
 
 fn words_of(addr: u64, size: u8) -> impl Iterator<Item = u64> {
@@ -221,6 +226,40 @@ fn forwarded_loads(accesses: &[WordAccess], evs: &Events) -> Vec<bool> {
         }
     }
     forwarded
+}
+
+/// The x86 fence points' completions (see [`Graph::fences_done`]): `sfence`/`mfence` from the
+/// record, a locked instruction's point when it performs. A fence cannot complete before the
+/// accesses it follows perform, so a completion is never taken earlier than its node's time.
+fn fence_completions(
+    record: &RunRecord,
+    nodes: &[Node],
+    gid_node: &FxHashMap<u64, NodeId>,
+    points: &FxHashMap<u64, NodeId>,
+    evs: &Events,
+) -> Result<Vec<(u64, NodeId)>, CheckError> {
+    let mut done: Vec<(u64, NodeId)> = Vec::with_capacity(record.fences.len() + points.len());
+    for (index, &(gid, time)) in record.fences.iter().enumerate() {
+        let node =
+            gid_node.get(&gid).copied().filter(|&n| matches!(nodes[n as usize].kind, Kind::Sfence | Kind::Mfence));
+        let Some(n) = node else {
+            return Err(match evs.get(gid).map(|e| e.kind.name()) {
+                Some(kind) => {
+                    CheckError::KindMismatch { list: "fences", index, gid, kind, what: "an sfence/mfence completion" }
+                }
+                None => CheckError::UnknownGid { list: "fences", index, gid },
+            });
+        };
+        done.push((time.max(nodes[n as usize].time), n));
+    }
+    for &p in points.values() {
+        let time = nodes[p as usize].time;
+        if time != u64::MAX {
+            done.push((time, p));
+        }
+    }
+    done.sort_unstable_by_key(|&(time, n)| (time, nodes[n as usize].gid, n));
+    Ok(done)
 }
 
 impl Graph {
@@ -674,6 +713,11 @@ impl Graph {
             dfences.push(Dfence { gid, thread, time, boundary, ready });
         }
         dfences.sort_by_key(|d| (d.time, d.gid));
+        let fences_done = if model == Model::X86 {
+            fence_completions(record, &nodes, &gid_node, &x86_points, &evs)?
+        } else {
+            Vec::new()
+        };
 
         Ok(Graph {
             model,
@@ -694,6 +738,7 @@ impl Graph {
             epoch_start,
             order,
             dfences,
+            fences_done,
         })
     }
 

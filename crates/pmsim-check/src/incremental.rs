@@ -11,8 +11,10 @@
 //!   `bad_ind` = number of (visible, required) pairs whose required store is not durable.
 //!
 //! The image is consistent iff no word shows a bogus or unperformed id, `bad_ind == 0`, and
-//! `max need[u] <= D[u]` for every thread: O(threads) per check. Only a failing check walks the
-//! image to name violations.
+//! `max need[u] <= D[u]` for every thread: O(threads) per check. It is durable iff every
+//! completed dfence's prefix is durable and (x86) the same aggregates kept over the completed
+//! fence points instead of the visible stores (`Agg::fenced`) hold. Only a failing check walks
+//! the image to name violations.
 
 use crate::closure::Closure;
 use crate::graph::{Graph, NodeId};
@@ -54,22 +56,31 @@ pub(crate) enum Shown {
 /// overwritten, none as visible, so the word constrains nothing.
 pub(crate) const OUTSIDE_ID: u64 = u64::MAX - 1;
 
-/// Aggregates over the visible stores (see the module docs).
-pub(crate) struct Agg {
-    pub nd: Vec<u32>,
-    /// Per thread: positions of its performed PM stores that are not durable.
-    pub nd_pos: Vec<BTreeSet<u32>>,
+/// The requirements of one group of nodes (the visible stores, or the completed x86 fences) as
+/// aggregates (see the module docs).
+pub(crate) struct Reqs {
     pub need: Vec<BTreeMap<u32, u32>>,
+    /// Per node: how many of the group's sets hold it individually.
     pub req_count: Vec<u32>,
+    /// (set, member) pairs whose member is not durable.
     pub bad_ind: u64,
-    /// How many visible stores' sets share each base (by [`crate::req::Base::key`]): a base's
-    /// members are counted in `req_count` once while any visible store uses it, so stores that
-    /// inherit one fence point's set (x86) cost O(their own `ind`), not O(base).
+    /// How many of the group's sets share each base (by [`crate::req::Base::key`]): a base's
+    /// members are counted in `req_count` once while any set uses it, so stores that inherit one
+    /// fence point's set (x86) cost O(their own `ind`), not O(base).
     pub base_users: FxHashMap<u64, u32>,
 }
 
-impl Agg {
-    fn contribute(&mut self, r: &Req, add: bool) {
+impl Reqs {
+    fn new(threads: usize, nodes: usize) -> Reqs {
+        Reqs {
+            need: vec![BTreeMap::new(); threads],
+            req_count: vec![0; nodes],
+            bad_ind: 0,
+            base_users: FxHashMap::default(),
+        }
+    }
+
+    fn contribute(&mut self, nd: &[u32], r: &Req, add: bool) {
         for (u, &c) in r.c.iter().enumerate() {
             if c == 0 {
                 continue;
@@ -97,15 +108,15 @@ impl Agg {
                 if !add {
                     self.base_users.remove(&b.key());
                 }
-                self.count(&b.ids, add);
+                self.count(nd, &b.ids, add);
             }
         }
-        self.count(&r.ind, add);
+        self.count(nd, &r.ind, add);
     }
 
-    fn count(&mut self, members: &[NodeId], add: bool) {
+    fn count(&mut self, nd: &[u32], members: &[NodeId], add: bool) {
         for &p in members {
-            let bad = self.nd[p as usize] > 0;
+            let bad = nd[p as usize] > 0;
             if add {
                 self.req_count[p as usize] += 1;
                 self.bad_ind += bad as u64;
@@ -114,6 +125,43 @@ impl Agg {
                 self.bad_ind -= bad as u64;
             }
         }
+    }
+
+    /// A store's durability changed.
+    fn flip(&mut self, p: NodeId, durable: bool) {
+        let Some(&rc) = self.req_count.get(p as usize) else { return };
+        if durable {
+            self.bad_ind -= rc as u64;
+        } else {
+            self.bad_ind += rc as u64;
+        }
+    }
+
+    /// Whether every set of the group is durable, given each thread's durable prefix.
+    fn hold(&self, durable_prefix: impl Fn(usize) -> u32) -> bool {
+        self.bad_ind == 0
+            && self
+                .need
+                .iter()
+                .enumerate()
+                .all(|(u, m)| m.last_key_value().is_none_or(|(&c, _)| c <= durable_prefix(u)))
+    }
+}
+
+/// Aggregates over the visible stores and the completed x86 fences (see the module docs).
+pub(crate) struct Agg {
+    pub nd: Vec<u32>,
+    /// Per thread: positions of its performed PM stores that are not durable.
+    pub nd_pos: Vec<BTreeSet<u32>>,
+    /// What the visible stores require: consistency.
+    pub vis: Reqs,
+    /// What the completed x86 fences require: durability (empty under the other models).
+    pub fenced: Reqs,
+}
+
+impl Agg {
+    fn contribute(&mut self, r: &Req, add: bool) {
+        self.vis.contribute(&self.nd, r, add);
     }
 
     /// `D[u]`: the position of `u`'s first performed non-durable PM store.
@@ -141,6 +189,10 @@ pub struct Incremental {
     pub(crate) agg: Agg,
     /// Per thread: (boundary position, ready time, gid) of its latest completed dfence.
     pub(crate) dreq: Vec<Option<(u32, u64, u64)>>,
+    /// x86: per node, whether it is a completed fence point (its set counts in `agg.fenced`).
+    pub(crate) fence_done: Vec<bool>,
+    /// x86: how many of `g.fences_done` have completed.
+    pub(crate) next_fence: usize,
     changed: Vec<(NodeId, Req)>,
 }
 
@@ -169,11 +221,11 @@ impl Incremental {
             agg: Agg {
                 nd,
                 nd_pos: vec![BTreeSet::new(); t],
-                need: vec![BTreeMap::new(); t],
-                req_count: vec![0; n],
-                bad_ind: 0,
-                base_users: FxHashMap::default(),
+                vis: Reqs::new(t, n),
+                fenced: Reqs::new(t, if g.fences_done.is_empty() { 0 } else { n }),
             },
+            fence_done: if g.fences_done.is_empty() { Vec::new() } else { vec![false; n] },
+            next_fence: 0,
             dreq: vec![None; t],
             changed: Vec::new(),
             g,
@@ -300,12 +352,8 @@ impl Incremental {
             return;
         }
         let n = &self.g.nodes[p as usize];
-        let rc = self.agg.req_count[p as usize] as u64;
-        if durable {
-            self.agg.bad_ind -= rc;
-        } else {
-            self.agg.bad_ind += rc;
-        }
+        self.agg.vis.flip(p, durable);
+        self.agg.fenced.flip(p, durable);
         if n.pm {
             self.nd_store(n.thread as usize, n.pos, durable);
         }
@@ -337,11 +385,15 @@ impl Incremental {
                         continue;
                     }
                     seen.push(*z);
+                    // New set first: old and new often share a base, which then stays counted.
+                    let Src::Dynamic(cl) = &self.src else { unreachable!() };
                     if self.in_v(*z) {
-                        // New set first: old and new often share a base, which then stays counted.
-                        let Src::Dynamic(cl) = &self.src else { unreachable!() };
-                        self.agg.contribute(cl.req(*z), true);
-                        self.agg.contribute(old, false);
+                        self.agg.vis.contribute(&self.agg.nd, cl.req(*z), true);
+                        self.agg.vis.contribute(&self.agg.nd, old, false);
+                    }
+                    if self.fence_done.get(*z as usize).is_some_and(|&d| d) {
+                        self.agg.fenced.contribute(&self.agg.nd, cl.req(*z), true);
+                        self.agg.fenced.contribute(&self.agg.nd, old, false);
                     }
                 }
                 self.changed = changed;
@@ -369,6 +421,15 @@ impl Incremental {
                 *cur = Some((d.boundary, d.ready, d.gid));
             }
         }
+        while let Some(&(time, x)) = g.fences_done.get(self.next_fence) {
+            if time > t {
+                break;
+            }
+            self.next_fence += 1;
+            // Performed: a completion is never before its node's time (`Graph::fences_done`).
+            self.fence_done[x as usize] = true;
+            self.agg.fenced.contribute(&self.agg.nd, self.src.req(x), true);
+        }
         self.t = t;
     }
 
@@ -395,15 +456,11 @@ impl Incremental {
             self.rewind();
         }
         self.advance(t);
-        let consistent = self.bogus == 0
-            && self.unperf_vis == 0
-            && self.agg.bad_ind == 0
-            && (0..self.g.threads)
-                .all(|u| self.agg.need[u].last_key_value().is_none_or(|(&c, _)| c <= self.agg.durable_prefix(u)));
+        let consistent = self.bogus == 0 && self.unperf_vis == 0 && self.agg.vis.hold(|u| self.agg.durable_prefix(u));
         let durable = (0..self.g.threads).all(|u| match self.dreq[u] {
             None => true,
             Some((b, ready, _)) => ready <= t && b <= self.agg.durable_prefix(u),
-        });
+        }) && self.agg.fenced.hold(|u| self.agg.durable_prefix(u));
         (consistent, durable)
     }
 

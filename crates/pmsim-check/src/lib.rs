@@ -10,7 +10,8 @@
 //! - [`Checker::check`] is exact: an image is reported consistent iff every store that precedes
 //!   (in PMO at the crash instant) a visible store is durable in the image, no visible id is a
 //!   store that was not performed by then, and (for `durable`) every store before a completed
-//!   `dfence` of its thread is durable.
+//!   `dfence` of its thread is durable and (x86) every store a completed fence made persistent
+//!   is.
 //! - [`Incremental`] gives the same verdicts as [`Checker::check`] for a sequence of word
 //!   changes and non-decreasing crash instants, at a cost per change that does not depend on the
 //!   size of the image (see `docs/litmus.md` and the module docs of `incremental`).
@@ -75,6 +76,18 @@ impl Checker {
     /// Whether per-store requirements are independent of the crash instant (fast path).
     pub fn is_static(&self) -> bool {
         self.static_reqs.is_some()
+    }
+
+    /// The instants (ps, sorted, distinct) at which what must be durable grows: each completed
+    /// dfence's, and under x86 each completed fence point's. Between two of them, and between
+    /// changes of the image, no verdict changes except as nodes perform, so an exhaustive sweep
+    /// must crash there too.
+    pub fn durability_instants(&self) -> Vec<u64> {
+        let g = &self.graph;
+        let mut at: Vec<u64> = g.dfences.iter().map(|d| d.time).chain(g.fences_done.iter().map(|f| f.0)).collect();
+        at.sort_unstable();
+        at.dedup();
+        at
     }
 
     /// Checks one image at crash instant `t` (picoseconds) from scratch.

@@ -103,8 +103,10 @@ pub fn global_order_record(trace: &Trace) -> RunRecord {
         if e.kind.is_sync() {
             r.syncs.push(SyncPerform { time, gid: e.gid, thread: th, addr: e.addr });
         }
-        if e.kind == Kind::Dfence {
-            r.dfences.push((e.gid, time));
+        match e.kind {
+            Kind::Dfence => r.dfences.push((e.gid, time)),
+            Kind::Sfence | Kind::Mfence => r.fences.push((e.gid, time)),
+            _ => {}
         }
     }
     r

@@ -65,7 +65,8 @@ pub enum ViolationKind {
     Shadowed,
     /// A word shows an id that is not a store to that word performed by the crash instant.
     NeverWritten,
-    /// A store before a completed `dfence` of its thread is not durable.
+    /// A store before a completed `dfence` of its thread is not durable, or (x86) a store that a
+    /// completed fence (sfence, mfence, locked rmw, release) made persistent is not.
     NotDurable,
 }
 
@@ -106,7 +107,7 @@ pub struct Violation {
     /// The visible store that requires `missing` (for `NeverWritten`: the id shown).
     pub visible: Option<StoreRef>,
     pub missing: Option<MissingStore>,
-    /// For `NotDurable`: the completed dfence.
+    /// For `NotDurable`: the completed dfence (x86: the completed fence point).
     pub dfence: Option<u64>,
     /// Persist-order path from `missing` to `visible` (or to the dfence).
     pub path: Vec<PathStep>,
@@ -126,10 +127,11 @@ impl fmt::Display for Violation {
             )?,
             (ViolationKind::NotDurable, _, Some(m)) => write!(
                 f,
-                "at t={}: store {} (T{}) precedes completed dfence {} but word {:#x} shows {}",
+                "at t={}: store {} (T{}) precedes completed {} {} but word {:#x} shows {}",
                 self.at,
                 m.gid,
                 m.thread,
+                self.path.last().map_or("dfence", |s| s.kind),
                 self.dfence.unwrap_or(0),
                 m.word,
                 shows(m)

@@ -24,7 +24,10 @@
 //!
 //! `sfence`/`mfence` become nodes of their own (never stores, so never required durable); their
 //! time is that of their thread's latest performed node before them, which a fence cannot
-//! complete before.
+//! complete before. **Durability**: once a fence point *completes* (the record's `fences` for
+//! `sfence`/`mfence`; a locked instruction's point when it performs), its persist-order
+//! predecessors must be durable whatever the image shows (`Graph::fences_done`, counted by the
+//! incremental checker apart from the visible stores' requirements).
 
 use crate::graph::{Node, NodeId};
 use crate::verdict::EdgeRule;

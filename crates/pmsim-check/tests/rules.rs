@@ -185,6 +185,7 @@ fn backward_edges_from_store_buffer_reordering_are_exact() {
         ],
         syncs: vec![],
         dfences: vec![],
+        fences: vec![],
     };
     let ck = Checker::new(&t, &rec, Model::Ep).unwrap();
     assert!(!ck.is_static(), "T2's store reaches ld F only through the late edge");
@@ -241,6 +242,7 @@ fn acquire_chain_falls_back_when_a_store_overtakes_an_acquire() {
         ],
         syncs: vec![sync(1500, 1, 0, 0x2000), sync(2000, 2, 1, 0x2000), sync(5000, 3, 1, 0x2008)],
         dfences: vec![],
+        fences: vec![],
     };
     let ck = Checker::new(&t, &rec, Model::Rp).unwrap();
     let v = ck.check(&img(&[(G, 4)]), 4000);
@@ -291,6 +293,22 @@ fn bad_records_are_typed_errors() {
     r.dfences[0].0 = 0;
     let e = Checker::new(&t, &r, Model::Ep).err().unwrap();
     assert_eq!(e.to_string(), "record dfences[0]: gid 0 is a 'store' event, which cannot perform a dfence completion");
+    // x86: fence completions name an sfence or mfence of the trace.
+    let t = trace("threads 1\nT0 store 0x100000000 8\nT0 clwb 0x100000000\nT0 sfence\n");
+    let good = global_order_record(&t);
+    assert_eq!(good.fences, vec![(2, 3000)]);
+    let mut r = good.clone();
+    r.fences[0].0 = 1;
+    let e = Checker::new(&t, &r, Model::X86).err().unwrap();
+    assert_eq!(
+        e.to_string(),
+        "record fences[0]: gid 1 is a 'clwb' event, which cannot perform an sfence/mfence completion"
+    );
+    r.fences[0].0 = 9;
+    assert!(matches!(
+        Checker::new(&t, &r, Model::X86),
+        Err(CheckError::UnknownGid { list: "fences", index: 0, gid: 9 })
+    ));
 }
 
 #[test]
@@ -395,6 +413,7 @@ fn forwarded_load_orders_nothing_across_threads() {
         ],
         syncs: vec![],
         dfences: vec![],
+        fences: vec![],
     };
     let ck = Checker::new(&t, &rec, Model::Ep).unwrap();
     // neither T1's store (performed after the load executed) nor T2's (after the store it read)
@@ -430,6 +449,7 @@ fn forwarded_load_orders_nothing_across_threads() {
         ],
         syncs: vec![],
         dfences: vec![],
+        fences: vec![],
     };
     let ck = Checker::new(&t, &rec, Model::Ep).unwrap();
     assert!(ck.check(&img(&[(A, 1), (F, 0), (G, 5)]), 3000).consistent);
@@ -457,6 +477,7 @@ fn forwarded_load_orders_nothing_across_threads() {
         ],
         syncs: vec![],
         dfences: vec![],
+        fences: vec![],
     };
     let ck = Checker::new(&t, &rec, Model::Ep).unwrap();
     assert!(ck.check(&img(&[(F2, 5)]), 4000).consistent);

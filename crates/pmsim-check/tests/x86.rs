@@ -2,7 +2,7 @@
 //! and one it forbids.
 
 use pmsim_check::litmus::{event_time, global_order_record};
-use pmsim_check::{Checker, EdgeRule, Model, Verdict};
+use pmsim_check::{Checker, EdgeRule, Model, Verdict, ViolationKind};
 use pmsim_trace::{MemImage, Trace, WordVal};
 
 const A: u64 = 0x1_0000_0000; // line 0
@@ -102,6 +102,58 @@ fn ntstore_is_persistent_at_the_next_fence() {
     assert!(check(&t, &[(A, 0), (G, 2)]).consistent);
 }
 
+/// DESIGN §5: a store is persistent once a flush of its line is followed by that thread's fence
+/// and the fence has *completed*: from then on the image must hold it even if no later store is
+/// visible. Before the fence completes nothing is promised.
+#[test]
+fn a_completed_fence_makes_what_was_flushed_before_it_durable() {
+    for fence in ["sfence", "mfence", "rmw 0x2000 8", "release 0x2000"] {
+        let t = trace(&format!("threads 1\nT0 store 0x100000000 8\nT0 clwb 0x100000000\nT0 {fence}\n"));
+        let ck = Checker::new(&t, &global_order_record(&t), Model::X86).unwrap();
+        let empty = MemImage::new();
+        let before = ck.check(&empty, event_time(2) - 1);
+        assert!(before.ok(), "{fence}: nothing is promised before the fence completes");
+        let after = ck.check(&empty, event_time(2));
+        assert!(after.consistent && !after.durable, "{fence}: {after:?}");
+        let v = &after.violations[0];
+        assert_eq!(
+            (v.kind, v.dfence, v.missing.as_ref().map(|m| m.gid)),
+            (ViolationKind::NotDurable, Some(2), Some(0))
+        );
+        let name = fence.split(' ').next().unwrap();
+        assert!(v.to_string().contains(&format!("precedes completed {name} 2")), "{v}");
+        let mut held = MemImage::new();
+        held.set(A, WordVal { id: 0, data: 0 });
+        assert!(ck.check(&held, event_time(2)).ok(), "{fence}");
+    }
+}
+
+/// What a completed fence does not make durable: an unflushed store, a store after the flush, a
+/// flush not yet fenced, another line; and another thread's store flushed by a thread that had
+/// not synchronised with it (it may not have been visible to the flush).
+#[test]
+fn a_completed_fence_requires_only_what_was_flushed_before_it() {
+    for body in [
+        "T0 store 0x100000000 8\nT0 sfence\n",
+        "T0 clwb 0x100000000\nT0 store 0x100000000 8\nT0 sfence\n",
+        "T0 store 0x100000000 8\nT0 clwb 0x100000000\n",
+        "T0 store 0x100000000 8\nT0 clwb 0x100000080\nT0 sfence\n",
+        "T0 sfence\nT0 store 0x100000000 8\nT0 clwb 0x100000000\n",
+    ] {
+        let t = trace(&format!("threads 1\n{body}"));
+        let ck = Checker::new(&t, &global_order_record(&t), Model::X86).unwrap();
+        assert!(ck.check(&MemImage::new(), event_time(t.num_events() as u64)).ok(), "{body}");
+    }
+    // T1 flushes A's line after acquiring the lock T0 released after writing A: durable.
+    let t = trace(
+        "threads 2\nT0 store 0x100000000 8\nT0 release 0x2000\nT1 acquire 0x2000\nT1 clwb 0x100000000\nT1 sfence\n",
+    );
+    let ck = Checker::new(&t, &global_order_record(&t), Model::X86).unwrap();
+    let v = ck.check(&MemImage::new(), event_time(4));
+    assert!(!v.durable && v.violations[0].dfence == Some(4), "{v:?}");
+    assert!(ck.check(&MemImage::new(), event_time(3)).ok());
+}
+
 #[test]
 fn model_is_named_x86() {
     assert_eq!(Model::from_name("x86"), Some(Model::X86));
@@ -143,12 +195,15 @@ fn shared_predecessor_sets_keep_every_verdict_of_a_long_run() {
         *gid += 1;
         *gid - 1
     };
+    // store gid -> the sfence whose completion makes it durable
+    let mut durable_after: std::collections::BTreeMap<u64, u64> = Default::default();
     let mut flushed_store = |body: &mut String, gid: &mut u64, th: u8, a: u64, f: &mut Vec<u64>| {
         let g = line(body, gid, &format!("T{th} store {a:#x} 8"));
         req.insert(g, f.clone());
         addr_of.insert(g, a);
         line(body, gid, &format!("T{th} clwb {a:#x}"));
-        line(body, gid, &format!("T{th} sfence"));
+        let fence = line(body, gid, &format!("T{th} sfence"));
+        durable_after.insert(g, fence);
         f.push(g);
         g
     };
@@ -207,6 +262,10 @@ fn shared_predecessor_sets_keep_every_verdict_of_a_long_run() {
             }
             let verdict = checker.check(&m, event_time(now));
             assert_eq!(verdict.consistent, expect, "at event {now}, store {drop} dropped");
+            // Durable unless a completed sfence (gid <= now: performed by event_time(now)) made
+            // the lost store persistent.
+            let durable = !drop_lost || durable_after.get(&drop).is_none_or(|&f| f > now);
+            assert_eq!(verdict.durable, durable, "at event {now}, store {drop} dropped: durability");
             checked += 1;
         }
     }

@@ -142,16 +142,16 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
     let end = full.m.now;
     let record = full.m.record.take().unwrap_or_default();
     let region_acks: std::collections::HashMap<u64, u64> = full.net.acked_regions().into_iter().collect();
-    // Where what must be durable grows while the image may stand still: a dfence completing, a
-    // remote region acknowledged. `Every` crashes there too (an early-returning dfence shows
-    // only in the window before its stores persist).
-    let mut durability_points: Vec<u64> =
-        record.dfences.iter().map(|&(_, t)| t).chain(region_acks.values().copied()).collect();
-    durability_points.sort_unstable();
-    durability_points.dedup();
     let regions = RegionOrder::new(&req.trace);
     let model = req.model.unwrap_or_else(|| model_for(full.design.promise()));
     let checker = Checker::new(&req.trace, &record, model).map_err(|e| e.to_string())?;
+    // Where what must be durable grows while the image may stand still: a dfence (or, under
+    // x86, a fence) completing, a remote region acknowledged. `Every` crashes there too (an
+    // early-returning fence shows only in the window before its stores persist).
+    let mut durability_points = checker.durability_instants();
+    durability_points.extend(region_acks.values().copied());
+    durability_points.sort_unstable();
+    durability_points.dedup();
     drop(full);
 
     let mut instants: Vec<u64> = match &req.instants {

@@ -175,3 +175,28 @@ fn legacy_same_picosecond_regressions() {
         assert!(r.images > 0 && r.failures.is_empty(), "{name}: {:?}", r.failures.first());
     }
 }
+
+/// DESIGN §5: a store flushed and then fenced is persistent once the fence *completes*, not only
+/// ordered before the thread's later stores. Nothing follows the last fence here, so only
+/// durability catches a baseline whose fence returns before its flush is acknowledged; the
+/// exhaustive sweep must crash at the fence's completion to see it.
+#[test]
+fn a_fence_that_returns_before_its_flush_persists_is_caught() {
+    for fence in ["sfence", "mfence", "rmw 0x100002000 8 1", "release 0x100002000"] {
+        let text = format!(
+            "# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 sfence\n\
+             T0 store 0x100000080 8 2\nT0 clwb 0x100000080\nT0 {fence}\n"
+        );
+        let trace = pmsim_trace::text::parse_str("t", &text).unwrap();
+        assert_eq!(trace.dialect(), pmsim_trace::Dialect::X86);
+        let ok = crash_every(trace.clone(), "baseline", Config::default(), None);
+        assert!(ok.images > 0 && ok.failures.is_empty(), "{fence}: {:?}", ok.failures.first());
+        let r = crash_every(trace, "broken-baseline-no-sfence-stall", Config::default(), None);
+        let v = r.failures.first().and_then(|f| f.verdict.as_ref());
+        let v = v.unwrap_or_else(|| panic!("{fence}: not caught in {} images", r.images));
+        assert!(v.consistent && !v.durable, "{fence}: {v:?}");
+        let name = fence.split(' ').next().unwrap();
+        let last = v.violations[0].path.last().map(|s| s.kind);
+        assert!(last == Some("sfence") || last == Some(name), "{fence}: {:?}", v.violations[0]);
+    }
+}

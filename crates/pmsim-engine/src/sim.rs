@@ -640,10 +640,12 @@ impl Simulator {
                             return;
                         }
                     }
-                    if head.kind == Kind::Dfence {
-                        let now = self.m.now;
-                        if let Some(r) = &mut self.m.record {
-                            r.dfences.push((head.gid, now));
+                    let now = self.m.now;
+                    if let Some(r) = &mut self.m.record {
+                        match head.kind {
+                            Kind::Dfence => r.dfences.push((head.gid, now)),
+                            Kind::Sfence | Kind::Mfence => r.fences.push((head.gid, now)),
+                            _ => {}
                         }
                     }
                 }

@@ -168,6 +168,19 @@ fn trace_stats(
     serde_json::to_string(&s).map_err(|e| err(e.to_string()))
 }
 
+/// `pmsim trace lint`: the PM stores a legacy x86 trace never made persistent, redundant flushes,
+/// empty fences (`pmsim_trace::lint`), as JSON naming at most `max` stores.
+#[pyfunction]
+#[pyo3(signature = (path, max=10))]
+fn trace_lint(py: Python<'_>, path: String, max: usize) -> PyResult<String> {
+    let p = std::path::Path::new(&path);
+    if !p.exists() {
+        return Err(err(format!("{path}: no such file")));
+    }
+    let r = py.allow_threads(|| pmsim_trace::lint::lint_file(p, max)).map_err(|e| err(e.to_string()))?;
+    serde_json::to_string(&r).map_err(|e| err(e.to_string()))
+}
+
 /// A trace's metadata (`key=value` provenance and status, e.g. `incomplete`), in file order.
 #[pyfunction]
 fn trace_meta(path: String) -> PyResult<Vec<(String, String)>> {
@@ -301,6 +314,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_lint, m)?)?;
     m.add_function(wrap_pyfunction!(trace_generate, m)?)?;
     m.add_function(wrap_pyfunction!(trace_meta, m)?)?;
     m.add_function(wrap_pyfunction!(trace_cut_at_gap, m)?)?;

@@ -16,6 +16,7 @@ mod dialect;
 mod error;
 mod event;
 mod image;
+pub mod lint;
 pub mod meta;
 mod ordered;
 mod record;

@@ -44,6 +44,9 @@ pub struct RunRecord {
     pub syncs: Vec<SyncPerform>,
     /// (gid, time) at which each dfence completed (returned to the core).
     pub dfences: Vec<(u64, u64)>,
+    /// (gid, time) at which each `sfence`/`mfence` completed (left the store buffer): under x86
+    /// persistency, what its thread flushed before it is durable from then on.
+    pub fences: Vec<(u64, u64)>,
 }
 
 impl RunRecord {
@@ -51,5 +54,6 @@ impl RunRecord {
         self.accesses.clear();
         self.syncs.clear();
         self.dfences.clear();
+        self.fences.clear();
     }
 }

@@ -1,0 +1,372 @@
+//! `pmsim trace lint`: which PM stores a legacy x86 program never made persistent.
+//!
+//! Why it exists: `pmsim crash --model x86` checks the *hardware* against what x86 promises, so
+//! a program that forgets a `clwb` or an `sfence` passes it (the design did nothing wrong).
+//! A researcher tracing their own program wants the other answer too: which of its stores would
+//! a crash at the end lose, and where it flushes or fences for nothing. This is that pass, in
+//! the spirit of pmemcheck, over the trace's global order (the order the program ran in).
+//!
+//! The rule is the checker's x86 rule (docs/design.md §5) read at the end of the run: a store is
+//! **persisted** once a flush of its line by some thread, after the store in global order, is
+//! followed by that thread's next fence point (`sfence`, `mfence`, locked `rmw`, `release`), or,
+//! for a non-temporal store, once its own thread's next fence point follows it. A word counts
+//! only through its last store: an earlier value that was overwritten needs no persisting.
+//! What it reports (all deterministic; stores in gid order):
+//! - **unpersisted** stores: the last store of some PM word that never became persisted, split
+//!   into never flushed and flushed but not fenced;
+//! - **redundant flushes**: a flush of a PM line that holds no store waiting for one (nothing
+//!   written since its last flush), and flushes of volatile lines;
+//! - **empty fences**: an `sfence`/`mfence` with no flush or non-temporal store of its thread
+//!   since its previous fence point (it orders nothing persistent).
+//!
+//! A design-neutral trace (`ofence`/`dfence`) leaves persistence to the design, not the program:
+//! it is reported as such, with nothing to lint.
+
+use crate::dialect::{Dialect, DialectScan};
+use crate::event::{Event, Kind, LINE_BYTES, WORD_BYTES};
+use crate::trace::{is_pm, PmRange};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+/// The state of a PM word's last store.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Written, not yet flushed (since the write).
+    Dirty,
+    /// Flushed (or non-temporal) after the write, waiting for a fence point of these threads.
+    Flushed,
+    Persisted,
+}
+
+#[derive(Clone, Copy)]
+struct WordStore {
+    gid: u64,
+    state: State,
+    /// Threads (bit `t % 64`) whose flush since the store waits for their fence.
+    flushed_by: u64,
+}
+
+fn bit(t: usize) -> u64 {
+    1u64 << (t % 64)
+}
+
+/// One store of the report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LintStore {
+    pub gid: u64,
+    pub thread: usize,
+    pub kind: &'static str,
+    pub addr: u64,
+    pub size: u8,
+    /// `never-flushed` or `flushed-not-fenced`.
+    pub state: &'static str,
+    /// The operation (`begin`/`end` label) the store was in, if any, and its ordinal among
+    /// that thread's operations (0-based).
+    pub op: Option<String>,
+    pub op_index: Option<u64>,
+}
+
+/// What `pmsim trace lint` reports (stable names, docs/design.md §3).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LintReport {
+    /// `x86` (linted) or `neutral` (persistence is the design's: nothing to lint).
+    pub dialect: &'static str,
+    pub threads: usize,
+    pub events: u64,
+    pub pm_stores: u64,
+    /// Stores whose value some PM word still shows at the end and that never became persisted.
+    pub unpersisted_stores: u64,
+    /// Of those, the ones never flushed after they were written.
+    pub never_flushed: u64,
+    /// Of those, the ones flushed but never followed by a fence point of the flushing thread.
+    pub flushed_not_fenced: u64,
+    /// PM words whose last store is unpersisted.
+    pub unpersisted_words: u64,
+    pub flushes: u64,
+    /// Flushes of a PM line with nothing written to it since its last flush (or ever).
+    pub redundant_flushes: u64,
+    /// Flushes of a volatile (non-PM) line.
+    pub volatile_flushes: u64,
+    pub fences: u64,
+    /// `sfence`/`mfence` with no flush or non-temporal store of its thread since its previous
+    /// fence point.
+    pub empty_fences: u64,
+    /// The first unpersisted stores, by gid (at most the `max` asked for).
+    pub unpersisted: Vec<LintStore>,
+}
+
+struct StoreInfo {
+    thread: usize,
+    kind: Kind,
+    addr: u64,
+    size: u8,
+    op: Option<(u32, u64)>,
+}
+
+/// The pass, fed one event at a time in global order.
+pub struct Lint<'a> {
+    pm: &'a [PmRange],
+    scan: DialectScan,
+    rep: LintReport,
+    words: FxHashMap<u64, WordStore>,
+    /// Per thread: (word, store gid) flushed since its last fence point, waiting for the next.
+    pending: Vec<Vec<(u64, u64)>>,
+    /// Per thread: a flush or non-temporal store since its last fence point.
+    since_fence: Vec<bool>,
+    /// Per thread: its current operation (label id, ordinal) and how many it began.
+    op: Vec<Option<(u32, u64)>>,
+    ops_begun: Vec<u64>,
+    /// Stores that are the last of some word (kept to name them in the report).
+    stores: FxHashMap<u64, StoreInfo>,
+}
+
+impl<'a> Lint<'a> {
+    pub fn new(pm: &'a [PmRange], threads: usize) -> Lint<'a> {
+        Lint {
+            pm,
+            scan: DialectScan::default(),
+            rep: LintReport { threads, ..Default::default() },
+            words: FxHashMap::default(),
+            pending: vec![Vec::new(); threads],
+            since_fence: vec![false; threads],
+            op: vec![None; threads],
+            ops_begun: vec![0; threads],
+            stores: FxHashMap::default(),
+        }
+    }
+
+    fn words_of(ev: &Event) -> impl Iterator<Item = u64> {
+        let end = ev.addr + ev.size.max(1) as u64;
+        (ev.addr & !(WORD_BYTES - 1)..end).step_by(WORD_BYTES as usize)
+    }
+
+    fn store(&mut self, t: usize, ev: &Event) {
+        if !is_pm(self.pm, ev.addr) {
+            return;
+        }
+        self.rep.pm_stores += 1;
+        let nt = ev.kind == Kind::NtStore;
+        let state = if nt { State::Flushed } else { State::Dirty };
+        let flushed_by = if nt { bit(t) } else { 0 };
+        for w in Self::words_of(ev) {
+            self.words.insert(w, WordStore { gid: ev.gid, state, flushed_by });
+            if nt {
+                self.pending[t].push((w, ev.gid));
+            }
+        }
+        if nt {
+            self.since_fence[t] = true;
+        }
+        let info = StoreInfo { thread: t, kind: ev.kind, addr: ev.addr, size: ev.size, op: self.op[t] };
+        self.stores.insert(ev.gid, info);
+    }
+
+    fn flush(&mut self, t: usize, ev: &Event) {
+        self.rep.flushes += 1;
+        self.since_fence[t] = true;
+        let line = ev.addr & !(LINE_BYTES - 1);
+        if !is_pm(self.pm, line) {
+            self.rep.volatile_flushes += 1;
+            return;
+        }
+        let mut useful = false;
+        for w in (line..line + LINE_BYTES).step_by(WORD_BYTES as usize) {
+            if let Some(s) = self.words.get_mut(&w) {
+                // A word another thread flushed but has not fenced yet is covered by this
+                // thread's fence too; one this thread flushed already waits for it.
+                if s.state != State::Persisted && s.flushed_by & bit(t) == 0 {
+                    s.state = State::Flushed;
+                    s.flushed_by |= bit(t);
+                    self.pending[t].push((w, s.gid));
+                    useful = true;
+                }
+            }
+        }
+        if !useful {
+            self.rep.redundant_flushes += 1;
+        }
+    }
+
+    fn fence_point(&mut self, t: usize) {
+        for (w, gid) in std::mem::take(&mut self.pending[t]) {
+            if let Some(s) = self.words.get_mut(&w) {
+                if s.gid == gid {
+                    s.state = State::Persisted;
+                    s.flushed_by = 0;
+                }
+            }
+        }
+        self.since_fence[t] = false;
+    }
+
+    pub fn step(&mut self, t: usize, ev: &Event) {
+        self.scan.see(ev.kind);
+        self.rep.events += 1;
+        match ev.kind {
+            Kind::Store | Kind::NtStore => self.store(t, ev),
+            Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => self.flush(t, ev),
+            Kind::Sfence | Kind::Mfence => {
+                self.rep.fences += 1;
+                if !self.since_fence[t] {
+                    self.rep.empty_fences += 1;
+                }
+                self.fence_point(t);
+            }
+            // Locked instructions (and releases, as the x86 model reads them) are fence points;
+            // their own store is then written like any other.
+            Kind::Rmw | Kind::Release => {
+                self.fence_point(t);
+                self.store(t, ev);
+            }
+            Kind::Begin => {
+                self.op[t] = Some((ev.addr as u32, self.ops_begun[t]));
+                self.ops_begun[t] += 1;
+            }
+            Kind::End => self.op[t] = None,
+            _ => {}
+        }
+    }
+
+    /// The report, naming at most `max` unpersisted stores.
+    pub fn finish(mut self, labels: &[String], max: usize) -> LintReport {
+        let mut rep = std::mem::take(&mut self.rep);
+        if self.scan.dialect() != Dialect::X86 {
+            return LintReport { dialect: "neutral", ..rep };
+        }
+        rep.dialect = "x86";
+        // Per unpersisted store: flushed (some word waits for a fence) or never flushed.
+        let mut bad: FxHashMap<u64, bool> = FxHashMap::default();
+        for s in self.words.values() {
+            if s.state != State::Persisted {
+                rep.unpersisted_words += 1;
+                *bad.entry(s.gid).or_insert(false) |= s.state == State::Flushed;
+            }
+        }
+        let mut gids: Vec<(u64, bool)> = bad.into_iter().collect();
+        gids.sort_unstable();
+        rep.unpersisted_stores = gids.len() as u64;
+        rep.flushed_not_fenced = gids.iter().filter(|g| g.1).count() as u64;
+        rep.never_flushed = rep.unpersisted_stores - rep.flushed_not_fenced;
+        rep.unpersisted = gids
+            .iter()
+            .take(max)
+            .map(|&(gid, flushed)| {
+                let s = &self.stores[&gid];
+                LintStore {
+                    gid,
+                    thread: s.thread,
+                    kind: s.kind.name(),
+                    addr: s.addr,
+                    size: s.size,
+                    state: if flushed { "flushed-not-fenced" } else { "never-flushed" },
+                    op: s.op.map(|(l, _)| labels.get(l as usize).cloned().unwrap_or_else(|| format!("#{l}"))),
+                    op_index: s.op.map(|(_, i)| i),
+                }
+            })
+            .collect();
+        rep
+    }
+}
+
+/// Lints an in-memory trace.
+pub fn lint_trace(trace: &crate::Trace, max: usize) -> LintReport {
+    let mut l = Lint::new(&trace.pm, trace.num_threads());
+    crate::for_each_in_global_order(trace, |t, ev| l.step(t, ev));
+    l.finish(&trace.labels, max)
+}
+
+/// Lints a trace file: binary traces are streamed in global order, text traces read first.
+pub fn lint_file(path: &std::path::Path, max: usize) -> Result<LintReport, crate::TraceError> {
+    if !crate::binary::is_binary(path) {
+        return Ok(lint_trace(&crate::text::read_path(path)?, max));
+    }
+    let mut r = crate::GlobalOrderReader::open(path)?;
+    let pm = r.header().pm.clone();
+    let threads = r.header().threads;
+    let labels = crate::BinarySource::labels(path)?;
+    let mut l = Lint::new(&pm, threads);
+    r.for_each(|t, ev| l.step(t, ev))?;
+    Ok(l.finish(&labels, max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lint(body: &str) -> LintReport {
+        let t = crate::text::parse_str("t", &format!("# pmsim trace v1\n{body}")).unwrap();
+        lint_trace(&t, 10)
+    }
+
+    fn unpersisted(r: &LintReport) -> Vec<(u64, &'static str)> {
+        r.unpersisted.iter().map(|s| (s.gid, s.state)).collect()
+    }
+
+    #[test]
+    fn a_flushed_and_fenced_store_is_persisted_and_nothing_else_is() {
+        let r = lint("threads 1\nT0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 sfence\n");
+        assert_eq!((r.dialect, r.unpersisted_stores, r.redundant_flushes, r.empty_fences), ("x86", 0, 0, 0));
+        // flushed, never fenced; fenced, never flushed; flushed before the store
+        for (body, state) in [
+            ("T0 store 0x100000000 8 1\nT0 clwb 0x100000000\n", "flushed-not-fenced"),
+            ("T0 store 0x100000000 8 1\nT0 clwb 0x100000040\nT0 sfence\n", "never-flushed"),
+            ("T0 clwb 0x100000000\nT0 store 0x100000000 8 1\nT0 sfence\n", "never-flushed"),
+        ] {
+            let r = lint(&format!("threads 1\n{body}"));
+            assert_eq!(unpersisted(&r), vec![(if body.starts_with("T0 clwb") { 1 } else { 0 }, state)], "{body}");
+        }
+    }
+
+    #[test]
+    fn only_a_words_last_store_counts_and_ntstores_need_only_a_fence() {
+        // The first store is overwritten unflushed: only the second matters, and it persisted.
+        let r = lint(
+            "threads 1\nT0 store 0x100000000 8 1\nT0 store 0x100000000 8 2\nT0 clflushopt 0x100000000\nT0 mfence\n",
+        );
+        assert_eq!(r.unpersisted_stores, 0);
+        // A store after the flush but before the fence is not covered by it.
+        let r = lint("threads 1\nT0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 store 0x100000008 8 2\nT0 sfence\n");
+        assert_eq!(unpersisted(&r), vec![(2, "never-flushed")]);
+        let r = lint("threads 1\nT0 ntstore 0x100000000 8 1\nT0 sfence\nT0 ntstore 0x100000040 8 2\n");
+        assert_eq!(unpersisted(&r), vec![(2, "flushed-not-fenced")]);
+    }
+
+    #[test]
+    fn the_flushing_threads_fence_counts_not_the_writers() {
+        let body = "threads 2\nT0 store 0x100000000 8 1\nT1 clwb 0x100000000\nT0 sfence\n";
+        assert_eq!(unpersisted(&lint(body)), vec![(0, "flushed-not-fenced")]);
+        let r = lint(&format!("{body}T1 sfence\n"));
+        assert_eq!(r.unpersisted_stores, 0);
+        // A locked rmw is a fence point; its own store is not flushed by it.
+        let r = lint("threads 1\nT0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 rmw 0x100000040 8 1\n");
+        assert_eq!(unpersisted(&r), vec![(2, "never-flushed")]);
+    }
+
+    #[test]
+    fn redundant_flushes_and_empty_fences_are_counted() {
+        let r = lint(
+            "threads 1\nT0 clwb 0x100000000\nT0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 clwb 0x100000000\n\
+             T0 sfence\nT0 sfence\nT0 clwb 0x2000\nT0 mfence\n",
+        );
+        // The first flush (nothing written) and the third (the line already waits for this
+        // thread's fence) are redundant; the volatile one is counted apart.
+        assert_eq!((r.redundant_flushes, r.volatile_flushes, r.flushes), (2, 1, 4));
+        assert_eq!((r.empty_fences, r.fences), (1, 3));
+        assert_eq!(r.unpersisted_stores, 0);
+    }
+
+    #[test]
+    fn an_unpersisted_store_names_its_operation() {
+        let r = lint(
+            "threads 1\nT0 begin put\nT0 end put\nT0 begin put\nT0 store 0x100000010 8 1\nT0 end put\nT0 sfence\n",
+        );
+        let s = &r.unpersisted[0];
+        assert_eq!((s.gid, s.op.as_deref(), s.op_index, s.addr, s.size), (3, Some("put"), Some(1), 0x100000010, 8));
+    }
+
+    #[test]
+    fn a_design_neutral_trace_has_nothing_to_lint() {
+        let r = lint("threads 1\nT0 store 0x100000000 8 1\nT0 ofence\n");
+        assert_eq!((r.dialect, r.unpersisted_stores, r.unpersisted.len()), ("neutral", 0, 0));
+    }
+}
