@@ -277,8 +277,14 @@ impl Graph {
         let mut thread_nodes = vec![Vec::new(); threads];
         let mut epoch_start: Vec<Vec<u32>> = vec![vec![0]; threads];
         let mut dfence_boundary: FxHashMap<u64, (u16, u32, usize)> = FxHashMap::default();
+        // A legacy x86 trace checked against EP/RP/strict: its `sfence`/`mfence` are read as
+        // every design that promises those models on such a trace maps them (docs/design.md §3):
+        // a barrier, and a durable one (a dfence) when its thread flushed some line since its
+        // previous sfence/mfence.
+        let legacy = model != Model::X86 && trace.dialect() == pmsim_trace::Dialect::X86;
         for (t, s) in trace.threads.iter().enumerate() {
             let mut epoch = 0u32;
+            let mut flushed = false;
             // Every barrier opens a new epoch index, even when the epoch it closes is empty.
             let new_epoch = |epoch: &mut u32, starts: &mut Vec<u32>, len: usize| {
                 *epoch += 1;
@@ -353,11 +359,14 @@ impl Graph {
                     });
                     gid_node.insert(e.gid, id);
                     thread_nodes[t].push(id);
-                } else if e.kind.is_barrier() {
+                } else if e.kind.is_barrier() || (legacy && matches!(e.kind, Kind::Sfence | Kind::Mfence)) {
                     new_epoch(&mut epoch, &mut epoch_start[t], thread_nodes[t].len());
-                    if e.kind == Kind::Dfence {
+                    let durable = e.kind == Kind::Dfence || (e.kind != Kind::Ofence && std::mem::take(&mut flushed));
+                    if durable {
                         dfence_boundary.insert(e.gid, (t as u16, epoch, i));
                     }
+                } else if matches!(e.kind, Kind::Clwb | Kind::ClflushOpt | Kind::Clflush) {
+                    flushed = true;
                 }
             }
             epoch_start[t].push(thread_nodes[t].len() as u32); // sentinel end
@@ -695,7 +704,10 @@ impl Graph {
             })
             .collect();
         let mut dfences = Vec::new();
-        for (index, &(gid, time)) in record.dfences.iter().enumerate() {
+        // A legacy trace's durable sfences/mfences complete as the record's `fences` say; the
+        // others are barriers only.
+        let legacy_dfences = record.fences.iter().filter(|(gid, _)| legacy && dfence_boundary.contains_key(gid));
+        for (index, &(gid, time)) in record.dfences.iter().chain(legacy_dfences).enumerate() {
             let Some(&(thread, boundary, prog)) = dfence_boundary.get(&gid) else {
                 let kind = evs.get(gid).map(|e| e.kind.name());
                 return Err(match kind {

@@ -271,3 +271,36 @@ fn shared_predecessor_sets_keep_every_verdict_of_a_long_run() {
     }
     assert!(checked > 2000);
 }
+
+/// A legacy trace checked against EP or RP (the promise of the designs other than `baseline` on
+/// it) reads its `sfence`/`mfence` as those designs map them: a barrier, and a dfence when its
+/// thread flushed a line since its previous one (docs/design.md §3).
+#[test]
+fn a_legacy_trace_under_ep_or_rp_reads_its_fences_as_the_designs_map_them() {
+    for model in [Model::Ep, Model::Rp] {
+        let check = |t: &Trace, words: &[(u64, u64)], at: u64| {
+            let mut m = MemImage::new();
+            for &(w, id) in words {
+                m.set(w, WordVal { id, data: 0 });
+            }
+            Checker::new(t, &global_order_record(t), model).unwrap().check(&m, at)
+        };
+        // Without a flush the fence is a barrier only: G requires A, nothing must be durable.
+        let t = trace("threads 1\nT0 store 0x100000000 8\nT0 sfence\nT0 store 0x100000080 8\nT0 clwb 0x1000000c0\n");
+        assert!(!check(&t, &[(G, 2)], event_time(4)).consistent, "{model}");
+        assert!(check(&t, &[], event_time(4)).ok(), "{model}");
+        // After a flush (of any line, as the designs count it) it is a dfence: A must be durable
+        // once the fence completed, and not before.
+        let t = trace("threads 1\nT0 store 0x100000000 8\nT0 clwb 0x1000000c0\nT0 mfence\nT0 store 0x100000080 8\n");
+        let v = check(&t, &[], event_time(2));
+        assert!(v.consistent && !v.durable && v.violations[0].dfence == Some(2), "{model}: {v:?}");
+        assert!(check(&t, &[], event_time(2) - 1).ok(), "{model}");
+        assert!(check(&t, &[(A, 0)], event_time(3)).ok(), "{model}");
+        // The flush counts once: the next fence without a new flush is a barrier only.
+        let t = trace(
+            "threads 1\nT0 clwb 0x100000000\nT0 sfence\nT0 store 0x100000000 8\nT0 sfence\nT0 store 0x100000080 8\n",
+        );
+        assert!(check(&t, &[], event_time(5)).ok(), "{model}");
+        assert!(!check(&t, &[(G, 4)], event_time(5)).consistent, "{model}");
+    }
+}
