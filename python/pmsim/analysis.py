@@ -117,9 +117,13 @@ def analyze(
     ``eadr`` run that gives the instruction rate when ``instr_ops_per_s`` is not given. A trace
     marked incomplete is refused unless ``allow_incomplete=True``.
     """
-    from pmsim.api import check_complete, path_arg
+    from pmsim.api import A_WORKLOAD, bool_arg, check_complete, check_once, name_arg, path_arg
 
     trace = path_arg("trace", trace)
+    workload = name_arg("workload", workload, A_WORKLOAD, optional=True)
+    model = name_arg("model", model, "a str: strict, epoch, strand, all or a comma-separated list of them")
+    allow_incomplete = bool_arg("allow_incomplete", allow_incomplete)
+    check_once([("keyword", params)])
     check_complete(trace, allow_incomplete)
     cfg, wl = _core.split_kwargs(_strs(params))
     if trace is not None and wl:
@@ -277,4 +281,4 @@ def add_parser(sub: Any) -> None:
     an.add_argument(
         "--bench", action="store_true", help="report the analysis' speed (events per host second) instead"
     )
-    an.set_defaults(fn=cmd_analyze)
+    an.set_defaults(fn=cmd_analyze, _prog=an.prog)

@@ -37,6 +37,14 @@ def path_arg(name: str, v: Any) -> str | None:
     raise _core.PmsimError(f"{name} must be a file path (str or os.PathLike), got {v!r}")
 
 
+def required_path(name: str, v: Any) -> str:
+    """A path argument that must be given (:func:`path_arg` without ``None``)."""
+    p = path_arg(name, v)
+    if p is None:
+        raise _core.PmsimError(f"{name} must be a file path (str or os.PathLike), got None")
+    return p
+
+
 def int_arg(name: str, v: Any, lo: int, hi: int | None = U64_MAX) -> int:
     """An integer argument in lo..=hi (no bound: ``hi=None``), or a PmsimError naming it and the range."""
     if isinstance(v, numbers.Integral) and not isinstance(v, bool) and lo <= v and (hi is None or v <= hi):
@@ -50,6 +58,26 @@ def positive_arg(name: str, v: Any, unit: str = "") -> float:
     if isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 < float(v) < float("inf"):
         return float(v)
     raise _core.PmsimError(f"{name} must be a positive finite number{unit}, got {v!r}")
+
+
+def bool_arg(name: str, v: Any) -> bool:
+    """A flag argument: ``True`` or ``False`` (not a truthy string such as ``'no'``)."""
+    if isinstance(v, bool):
+        return v
+    raise _core.PmsimError(f"{name} must be True or False, got {v!r}")
+
+
+def name_arg(name: str, v: Any, what: str, optional: bool = False) -> str | None:
+    """A name argument (a design, a workload, a model) as a ``str``; ``None`` passes if ``optional``."""
+    if v is None and optional:
+        return None
+    if isinstance(v, str):
+        return v
+    raise _core.PmsimError(f"{name} must be {what}, got {v!r}")
+
+
+A_DESIGN = "a str naming a design (see pmsim.designs())"
+A_WORKLOAD = "a str naming a workload (see pmsim.workloads())"
 
 
 def names_arg(name: str, v: Any, allow_empty: bool = False) -> list[str]:
@@ -124,6 +152,9 @@ def run(
     the trace's events while it runs. A trace marked incomplete (recorded from a program that
     crashed) is refused unless ``allow_incomplete=True``.
     """
+    design = name_arg("design", design, A_DESIGN)
+    allow_broken = bool_arg("allow_broken", allow_broken)
+    progress = bool_arg("progress", progress)
     inputs = _core_inputs(trace, workload, config, params, allow_incomplete)
     with run_bar(disable=not progress) as bar:
         out = _core.run(design, **inputs, allow_broken=allow_broken, progress=bar if progress else None)
@@ -134,6 +165,9 @@ def _core_inputs(trace: Any, workload: str | None, config: Any, params: dict, al
     """The input and machine arguments of a core call: ``params`` split into machine overrides
     and workload parameters (the latter refused for a trace); the trace checked complete."""
     trace, config = path_arg("trace", trace), path_arg("config", config)
+    workload = name_arg("workload", workload, A_WORKLOAD, optional=True)
+    allow_incomplete = bool_arg("allow_incomplete", allow_incomplete)
+    check_once([("keyword", params)])
     cfg, wl = _core.split_kwargs(_strs(params))
     if trace is not None and wl:
         raise _core.PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
@@ -143,6 +177,8 @@ def _core_inputs(trace: Any, workload: str | None, config: Any, params: dict, al
 
 def flatten(stats: dict) -> dict:
     """One flat row of the headline numbers of a run (for DataFrames)."""
+    if not isinstance(stats, dict):
+        raise _core.PmsimError(f"stats must be the dict of a run (from pmsim.run), got {stats!r}")
     row = {k: v for k, v in stats.items() if not isinstance(v, (dict, list))}
     for k, v in stats.get("stall_cycles", {}).items():
         row[f"stall_{k}"] = v
@@ -165,6 +201,38 @@ def flatten(stats: dict) -> dict:
     return row
 
 
+def param_choices(spec: dict) -> list[str] | None:
+    """The names a workload parameter takes when it takes names (``variant``: its unit lists them,
+    ``strict|epoch|racing|strand``, as the core reads them), else None (it takes integers)."""
+    unit = spec.get("unit") or ""
+    return unit.split("|") if "|" in unit else None
+
+
+def describe_range(spec: dict) -> str:
+    """A workload parameter's valid values in the words of the core's messages: ``1 to 64``,
+    ``multiples of 64 from 64 to 1048576``, ``at least 0``, or its names."""
+    choices = param_choices(spec)
+    if choices:
+        return ", ".join(choices)
+    r = spec.get("range")
+    if not r:
+        return "any"
+    # The words of the core's ParamRange::describe.
+    if r["max"] == U64_MAX:
+        span = f"at least {r['min']}"
+        return f"multiples of {r['step']} {span}" if r["step"] > 1 else span
+    span = f"{r['min']} to {r['max']}"
+    return f"multiples of {r['step']} from {span}" if r["step"] > 1 else span
+
+
+def check_workload_params(workload: str, given: dict[str, Any]) -> None:
+    """Checks a workload's parameter values as a run will (the core's own check, without
+    generating the trace), so a sweep refuses a bad value before its first run. Constraints a
+    workload checks itself when it builds its trace (``copy_bytes`` a power of two) are left to
+    the run."""
+    _core.workload_params_check(workload, _strs(given))
+
+
 def designs() -> list[tuple[str, str]]:
     """Available designs as (name, description)."""
     return _core.designs()
@@ -177,7 +245,9 @@ def workloads() -> list[dict]:
 
 def config_show(config: str | os.PathLike | None = None, **overrides: Any) -> str:
     """The effective configuration, one documented line per parameter."""
-    return _core.config_show(path_arg("config", config), _strs(overrides))
+    config = path_arg("config", config)
+    check_once([("keyword", overrides)])
+    return _core.config_show(config, _strs(overrides))
 
 
 def config(config: str | os.PathLike | None = None, **overrides: Any) -> dict:
@@ -194,9 +264,10 @@ def trace_convert(
     src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "binary", compress: bool = True
 ) -> None:
     """Converts a trace between the text and binary formats, losslessly (metadata included)."""
-    if to not in ("binary", "text"):
-        raise _core.PmsimError(f"--to must be 'binary' or 'text', not '{to}'")
-    src, dst = os.fspath(src), os.fspath(dst)
+    if not isinstance(to, str) or to not in ("binary", "text"):
+        raise _core.PmsimError(f"to must be 'binary' or 'text', got {to!r}")
+    src, dst = required_path("src", src), required_path("dst", dst)
+    compress = bool_arg("compress", compress)
     _core.trace_convert(src, dst, to == "binary", compress)
     # The metadata (how the trace was made, and an `incomplete` mark) goes along: a converted
     # trace of a crashed program is refused like the original. A device (/dev/stdout) gets none.
@@ -212,6 +283,8 @@ def trace_stats(
 ) -> dict:
     """Events by kind and thread, PM stores, epochs and bytes of a trace or workload."""
     trace = path_arg("trace", trace)
+    workload = name_arg("workload", workload, A_WORKLOAD, optional=True)
+    check_once([("keyword", params)])
     return json.loads(_core.trace_stats(trace=trace, workload=workload, params=_strs(params)))
 
 
@@ -220,10 +293,9 @@ def trace_lint(trace: str | os.PathLike, *, max_stores: int = 10, allow_incomple
     by its end, its redundant flushes and empty fences; names at most ``max_stores`` of the
     stores (``unpersisted``). A design-neutral trace reports ``dialect`` ``neutral`` and nothing
     else: its persistence is the design's."""
-    path = path_arg("trace", trace)
-    if path is None:
-        raise _core.PmsimError("trace: give a trace file")
+    path = required_path("trace", trace)
     n = int_arg("max_stores", max_stores, 0, 1_000_000)
+    allow_incomplete = bool_arg("allow_incomplete", allow_incomplete)
     # A recording cut short ends before the program did: its "unpersisted" stores may not be.
     check_complete(path, allow_incomplete)
     return json.loads(_core.trace_lint(path, n))
@@ -242,7 +314,10 @@ def trace_format(path: str | os.PathLike) -> str:
 def trace_generate(workload: str, dst: str | os.PathLike, *, compress: bool = True, **params: Any) -> int:
     """Writes a workload's trace to ``dst`` (text if it ends in .trace or .txt, any case; binary
     otherwise: :func:`trace_format`); returns the event count."""
-    dst = path_arg("dst", dst)
+    workload = name_arg("workload", workload, A_WORKLOAD)
+    dst = required_path("dst", dst)
+    compress = bool_arg("compress", compress)
+    check_once([("keyword", params)])
     return _core.trace_generate(workload, _strs(params), dst, trace_format(dst) == "binary", compress)
 
 
@@ -282,6 +357,23 @@ def parse_instant(text: str | int) -> int:
     return ps
 
 
+# The most random crash instants one check takes: the core keeps every instant (8 bytes each) in
+# memory, so 10^8 instants need 800 MB (and a few seconds); a larger N would exhaust memory. An
+# exhaustive check is ``every=True`` (``--every``), whatever the run's length.
+MAX_RANDOM_INSTANTS = 100_000_000
+
+
+def random_arg(name: str, v: Any, every: str = "every=True") -> int:
+    """The N of a random crash check: an integer from 1 to :data:`MAX_RANDOM_INSTANTS`."""
+    is_int = isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    if is_int and 1 <= v <= MAX_RANDOM_INSTANTS:
+        return int(v)
+    msg = f"{name} must be an integer at least 1 and at most {MAX_RANDOM_INSTANTS}, got {v!r}"
+    if is_int and v > MAX_RANDOM_INSTANTS:
+        msg += f" (the random crash instants are kept in memory); for an exhaustive check use {every}"
+    raise _core.PmsimError(msg)
+
+
 def crash(
     design: str,
     *,
@@ -302,15 +394,35 @@ def crash(
 ) -> dict:
     """Crashes a run at the given instants and checks every crash image against the design's
     persistency model (and the workload's own recovery); returns the report as a dict.
-    ``at`` is one instant or a list (ps, or a string with a unit: ``"120ns"``).
+    ``at`` is one instant or a list (ps, or a string with a unit: ``"120ns"``); ``random=N`` checks
+    N seeded random instants, 1 to :data:`MAX_RANDOM_INSTANTS` (10^8; ``every=True`` checks every
+    instant the persistent state changes).
     ``progress=True`` shows a bar over the run's simulated time while the images are checked.
     A trace marked incomplete is refused unless ``allow_incomplete=True``."""
+    design = name_arg("design", design, A_DESIGN)
     if isinstance(at, (str, numbers.Number)):
         at = [at]
+    elif at is not None:
+        try:
+            if isinstance(at, (bytes, bytearray, dict)):
+                raise TypeError(at)
+            at = list(at)
+        except TypeError:
+            raise _core.PmsimError(
+                "at must be a crash instant or a list of them (ps, or a str with a unit: '120ns'), "
+                f"got {at!r}"
+            ) from None
     if random is not None:
-        random = int_arg("random", random, 1)
+        random = random_arg("random", random)
     seed = int_arg("seed", seed, 0)
+    every = bool_arg("every", every)
+    model = name_arg(
+        "model", model, "a str naming a persistency model (ep, rp, strict or x86)", optional=True
+    )
+    recovery = bool_arg("recovery", recovery)
     max_failures = int_arg("max_failures", max_failures, 1)
+    allow_broken = bool_arg("allow_broken", allow_broken)
+    progress = bool_arg("progress", progress)
     inputs = _core_inputs(trace, workload, config, params, allow_incomplete)
     with crash_bar(disable=not progress) as bar:
         out = _core.crash(
@@ -372,7 +484,20 @@ def run_bar(disable: bool | None) -> ProgressBar:
 
 
 def describe_violation(v: dict) -> str:
-    """One violation as a sentence a person can follow."""
+    """One violation as a sentence a person can follow: ``v`` is one of a crash report's
+    ``failures[i]["verdict"]["violations"]``."""
+    try:
+        return _describe_violation(v)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError):
+        raise _core.PmsimError(
+            "v must be a violation of a crash report (a dict from "
+            f"pmsim.crash(...)['failures'][i]['verdict']['violations']), got {v!r}"
+        ) from None
+
+
+def _describe_violation(v: dict) -> str:
+    if not isinstance(v, dict):
+        raise TypeError(v)
     kind = v["kind"]
     vis, miss = v.get("visible"), v.get("missing")
     if miss and vis:

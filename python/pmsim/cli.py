@@ -12,14 +12,37 @@ import tempfile
 from pathlib import Path
 
 from pmsim import PmsimError, api
-from pmsim.output import write_atomic
+from pmsim.output import check_writable, write_atomic
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with the one-line error convention of every other pmsim error."""
+    """argparse with the one-line error convention of every other pmsim error: the message, then
+    the help of the (sub)command it concerns."""
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"pmsim: error: {self.prog}: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"pmsim: error: {message} (see '{self.prog} --help')\n")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        # An unknown argument is found by the top-level parser after the subcommand's has taken
+        # what it knows: point at the subcommand's help (``_prog``, set by ``_sub``), not pmsim's.
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            prog = getattr(ns, "_prog", None) or self.prog
+            self.exit(2, f"pmsim: error: unrecognized arguments: {' '.join(extra)} (see '{prog} --help')\n")
+        return ns
+
+
+class _Once(argparse.Action):
+    """An option that takes one value: given twice, the first would silently not apply."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest, None)
+        if before is not None:
+            parser.error(
+                f"{option_string} is given twice ({option_string} {before} and {option_string} {values}): "
+                "give it once"
+            )
+        setattr(namespace, self.dest, values)
 
 
 def _int_at_least(lo: int, hi: int | None = None):
@@ -40,6 +63,21 @@ def _int_at_least(lo: int, hi: int | None = None):
 
 
 U64_MAX = 2**64 - 1
+
+
+def _random_count(text: str) -> int:
+    """An argparse type: the N of ``--random N`` (1 to api.MAX_RANDOM_INSTANTS)."""
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    try:
+        return api.random_arg("N", v, every="--every")
+    except PmsimError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+_random_count.__name__ = "integer"
 
 
 _FLAG = {"parameter": "-p"}
@@ -102,6 +140,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         )
     from pmsim import _core
 
+    if a.output:
+        check_writable(a.output)
     inputs = _core_inputs(a, params)
     # The bar shows on a terminal only (None), never with -q.
     with api.run_bar(True if a.quiet else None) as bar:
@@ -145,6 +185,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
     if a.output:
         table_format(a.output)
+        check_writable(a.output)
     seen: dict[str, str] = {}
     params = _kv(a.param, "parameter", seen)
     params.update(_kv(a.set, "--set", seen))
@@ -214,7 +255,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from pmsim.sweep import jobs_for, run_jobs, table_format
 
     if a.output:
+        # The path is checked before the first run, not refused after the whole sweep.
         table_format(a.output)
+        check_writable(a.output)
     seen: dict[str, str] = {}
     fixed = _kv(a.param, "parameter", seen)
     fixed.update(_kv(a.set, "--set", seen))
@@ -341,6 +384,13 @@ def _trace_lint(a: argparse.Namespace) -> int:
             f"volatile flushes {r['volatile_flushes']}, empty fences {r['empty_fences']} "
             "(no flush or non-temporal store to order)"
         )
+        from pmsim import _core
+
+        if dict(_core.trace_meta(a.file)).get("pm") == "pmdk":
+            print(
+                "note: under --pm pmdk the stores libpmemobj makes with its own code are not traced "
+                "(tools/tracer/README.md), so its flushes of them count as redundant here"
+            )
     return 1 if r["unpersisted_stores"] else 0
 
 
@@ -360,19 +410,8 @@ def cmd_workloads(a: argparse.Namespace) -> int:
         print(f"{w['name']}: {w['description']}")
         for p in w["params"]:
             unit = f" [{p['unit']}]" if p["unit"] else ""
-            print(f"    {p['name']} = {p['default']}{unit}  {p['help']} (valid: {_range(p.get('range'))})")
+            print(f"    {p['name']} = {p['default']}{unit}  {p['help']} (valid: {api.describe_range(p)})")
     return 0
-
-
-def _range(r: dict | None) -> str:
-    if not r:
-        return "any"
-    # The words of the core's ParamRange::describe, which its error messages use.
-    if r["max"] == U64_MAX:
-        span = f"at least {r['min']}"
-        return f"multiples of {r['step']} {span}" if r["step"] > 1 else span
-    span = f"{r['min']} to {r['max']}"
-    return f"multiples of {r['step']} from {span}" if r["step"] > 1 else span
 
 
 def _bench_crash(a: argparse.Namespace) -> int:
@@ -385,12 +424,14 @@ def _bench_crash(a: argparse.Namespace) -> int:
     if a.config or a.set:
         raise PmsimError("--crash runs the default machine: --config and --set are not supported with it")
     mode, _, n = a.crash.partition(":")
-    if mode == "random" and n.isdigit() and int(n) >= 1:
-        kw = {"random": int(n)}
+    if mode == "random" and n.isdigit():
+        kw = {"random": api.random_arg(f"--crash {a.crash}: N", int(n), every="--crash every")}
     elif mode == "every" and not n:
         kw = {"every": True}
     else:
-        raise PmsimError(f"--crash {a.crash}: expected random:N (N >= 1) or every")
+        raise PmsimError(
+            f"--crash {a.crash}: expected random:N (N from 1 to {api.MAX_RANDOM_INSTANTS}) or every"
+        )
     params = {"threads": str(a.threads), "ops": str(a.ops)}
     best = None
     for _ in range(a.repeat):
@@ -588,9 +629,14 @@ EXIT_CODES = """exit status: 0 ok; 1 a finding (a crash-check violation); 2 bad 
 def _add_input(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument(
-        "--trace", metavar="FILE", help="trace file, text or binary by content (a pipe like /dev/stdin works)"
+        "--trace",
+        action=_Once,
+        metavar="FILE",
+        help="trace file, text or binary by content (a pipe like /dev/stdin works)",
     )
-    g.add_argument("--workload", metavar="NAME", help="built-in workload (see 'pmsim workloads')")
+    g.add_argument(
+        "--workload", action=_Once, metavar="NAME", help="built-in workload (see 'pmsim workloads')"
+    )
     p.add_argument(
         "-p",
         "--param",
@@ -602,7 +648,10 @@ def _add_input(p: argparse.ArgumentParser) -> None:
 
 def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--config", metavar="FILE", help="TOML machine configuration (see configs/asap-table2.toml)"
+        "--config",
+        action=_Once,
+        metavar="FILE",
+        help="TOML machine configuration (see configs/asap-table2.toml); give it once",
     )
     p.add_argument(
         "--set",
@@ -614,14 +663,20 @@ def _add_config(p: argparse.ArgumentParser) -> None:
 
 def _add_design(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument(
-        "--design", required=required, metavar="NAME", help=f"persistency design: {_designs_help()}"
+        "--design",
+        action=_Once,
+        required=required,
+        metavar="NAME",
+        help=f"persistency design: {_designs_help()}",
     )
 
 
 def _sub(sub, name: str, help_: str, description: str | None = None) -> argparse.ArgumentParser:
-    return sub.add_parser(
+    sp = sub.add_parser(
         name, help=help_, description=description or help_, epilog=EXIT_CODES, formatter_class=_Help
     )
+    sp.set_defaults(_prog=sp.prog)  # the help an unrecognized argument points at (_Parser)
+    return sp
 
 
 def parser() -> argparse.ArgumentParser:
@@ -641,6 +696,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument(
         "-o",
         "--output",
+        action=_Once,
         type=_nonempty,
         metavar="FILE",
         help="write the stats JSON here (folders are created)",
@@ -655,7 +711,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--workload", default="array", metavar="NAME", help="built-in workload ('pmsim workloads')"
     )
-    c.add_argument("--trace", metavar="FILE", help="a trace file instead of a workload")
+    c.add_argument("--trace", action=_Once, metavar="FILE", help="a trace file instead of a workload")
     c.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
     c.add_argument(
         "-p", "--param", action="append", metavar="NAME=VALUE", help="workload or machine parameter"
@@ -670,6 +726,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "-o",
         "--output",
+        action=_Once,
         type=_nonempty,
         metavar="FILE",
         help="write the table: .csv, .parquet or .json (any case); no suffix: CSV",
@@ -707,6 +764,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "-o",
         "--output",
+        action=_Once,
         type=_nonempty,
         metavar="FILE",
         help="write the rows: .csv, .parquet or .json (one object per row; any case); no suffix: CSV",
@@ -750,6 +808,7 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "-o",
         "--output",
+        action=_Once,
         required=True,
         type=_nonempty,
         metavar="FILE",
@@ -780,6 +839,7 @@ def parser() -> argparse.ArgumentParser:
     tg.add_argument(
         "-o",
         "--output",
+        action=_Once,
         required=True,
         type=_nonempty,
         metavar="FILE",
@@ -816,7 +876,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--crash",
         metavar="MODE",
-        help="measure crash checking instead: random:N or every instants, crash instants per host second",
+        help=f"measure crash checking instead: random:N (N from 1 to {api.MAX_RANDOM_INSTANTS}) or every "
+        "instants, crash instants per host second",
     )
     b.add_argument("--no-recovery", action="store_true", help="with --crash: skip the workload's recovery")
     _add_config(b)
@@ -838,9 +899,10 @@ def parser() -> argparse.ArgumentParser:
     )
     mode.add_argument(
         "--random",
-        type=_int_at_least(1, U64_MAX),
+        type=_random_count,
         metavar="N",
-        help="N seeded random instants over the run (N >= 1)",
+        help=f"N seeded random instants over the run, 1 to {api.MAX_RANDOM_INSTANTS} (they are kept in "
+        "memory; --every checks exhaustively)",
     )
     mode.add_argument(
         "--every",
@@ -910,6 +972,7 @@ def parser() -> argparse.ArgumentParser:
     )
     rp.add_argument(
         "--config",
+        action=_Once,
         metavar="FILE",
         help="asap only: run the whole evaluation under this TOML machine configuration "
         "(e.g. configs/asap-artifact.toml)",
@@ -948,6 +1011,10 @@ def main(argv: list[str] | None = None) -> int:
         except PmsimError as e:
             return _fail(str(e))
     args = parser().parse_args(argv)
+    if args.debug:
+        # The core's panic hook then prints where a panic happened (and, under RUST_BACKTRACE,
+        # its backtrace); without it an internal error is the one line below.
+        os.environ["PMSIM_DEBUG"] = "1"
     try:
         return args.fn(args)
     except PmsimError as e:

@@ -49,6 +49,32 @@ def resolve(path: str | Path) -> tuple[Path, bool]:
     return p, True
 
 
+def check_writable(path: str | Path) -> None:
+    """Refuses, before any work is done, an output path that :func:`write_bytes` would refuse
+    only after it (a sweep's ``-o``): a directory, a dangling symlink, a path under a file, a
+    file or folder we may not write. Creates nothing."""
+    p = Path(path)
+    if p.is_symlink() and not p.exists():
+        raise PmsimError(f"{p}: is a symlink to a missing file ({os.readlink(p)}); not writing through it")
+    if p.exists():
+        if p.is_dir():
+            raise PmsimError(f"{p}: is a directory")
+        if not os.access(p, os.W_OK):  # through a symlink or /dev/stdout, as the kernel resolves it
+            raise PmsimError(f"{path}: cannot write: Permission denied")
+        # A regular file is replaced by a renamed temporary file beside it: its folder is written.
+        real = p.resolve()
+        if real.is_file() and not os.access(real.parent, os.W_OK | os.X_OK):
+            raise PmsimError(f"{path}: cannot write: its folder {real.parent} is not writable")
+        return
+    anc = p.absolute().parent
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise PmsimError(f"{p}: cannot create its folder {p.parent}: a file on that path is not a folder")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise PmsimError(f"{path}: cannot write: the folder {anc} is not writable")
+
+
 def write_bytes(path: str | Path, data: bytes) -> None:
     target, atomic = resolve(path)
     if not atomic:

@@ -37,7 +37,7 @@ def _one(job: dict) -> dict:
     if stats is not None:
         try:
             flat = flatten(stats)
-        except (KeyError, TypeError, AttributeError, ValueError):  # a damaged entry: rerun the job
+        except (KeyError, TypeError, AttributeError, ValueError, PmsimError):  # damaged: rerun the job
             stats = None
     if stats is None:
         try:
@@ -96,12 +96,13 @@ def jobs_for(
 def check_jobs(jobs: list[dict]) -> None:
     """Rejects unknown designs, workloads and parameter names before any run starts.
 
-    Machine parameter values (and a ``config`` file) are checked here too, so a bad ``--grid``
-    value stops the sweep before its progress bar starts; workload parameter values are checked
-    by the runs themselves (the first bad one stops the sweep).
+    Parameter values are checked here too, so a bad ``--grid`` value stops the sweep before its
+    progress bar starts, by the core's own checks: machine values (and a ``config`` file), and
+    workload values (:func:`pmsim.api.check_workload_params`; what a workload checks only when it
+    builds its trace is left to its run).
     """
     from pmsim import PmsimError, _core
-    from pmsim.api import config_params, designs, workloads
+    from pmsim.api import check_workload_params, config_params, designs, workloads
 
     have_d = [d for d, _ in designs()]
     have_w = {w["name"]: {p["name"] for p in w["params"]} for w in workloads()}
@@ -122,9 +123,14 @@ def check_jobs(jobs: list[dict]) -> None:
                 f"(workload parameters: {valid}; machine parameters: see 'pmsim config show')"
             )
     seen = set()
+    seen_wl = set()
     for j in jobs:
         params = {str(k): str(v) for k, v in j["params"].items() if k != "config"}
-        machine, _ = _core.split_kwargs(params)
+        machine, wl = _core.split_kwargs(params)
+        wl_key = (j["workload"], tuple(sorted(wl.items())))
+        if wl_key not in seen_wl:
+            seen_wl.add(wl_key)
+            check_workload_params(j["workload"], wl)
         key = (j["params"].get("config"), tuple(sorted(machine.items())))
         if key not in seen:
             seen.add(key)
@@ -281,8 +287,9 @@ def sweep(
 
     >>> sweep(["baseline", "eadr"], ["array"], grid={"pm_write_ns": [90, 180]}, ops=200)
     """
-    from pmsim.api import names_arg
+    from pmsim.api import bool_arg, names_arg
 
+    progress, cache = bool_arg("progress", progress), bool_arg("cache", cache)
     # An empty list would return an empty table: surely not what was meant.
     designs, workloads = names_arg("designs", designs), names_arg("workloads", workloads)
     return run_jobs(

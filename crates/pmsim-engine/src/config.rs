@@ -230,6 +230,8 @@ fn plain_types(msg: &str) -> String {
         ("expected u8", "expected an integer >= 0"),
         ("expected i64", "expected an integer"),
         ("expected f64", "expected a number"),
+        // TOML dates and times reach serde as maps, as tables do.
+        ("invalid type: map", "invalid type: a table or date-time"),
     ] {
         out = out.replace(rust, plain);
     }
@@ -263,8 +265,23 @@ impl Config {
 
     pub fn from_toml_str(file: &str, text: &str) -> Result<Config, ConfigError> {
         let c: Config = toml::from_str(text).map_err(|e| {
-            let msg = plain_types(e.message());
+            let mut msg = plain_types(e.message());
             let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let source = line.and_then(|l| text.lines().nth(l - 1)).unwrap_or("").trim();
+            // Top-level names are sections: say which mistake it is in the file's own terms.
+            if let Some(rest) = msg.strip_prefix("unknown field ") {
+                if source.starts_with('[') {
+                    msg = format!("unknown section {rest}");
+                } else if !text.lines().take(line.unwrap_or(0)).any(|l| l.trim_start().starts_with('[')) {
+                    msg = format!(
+                        "a parameter outside any [section]: sections are {}",
+                        rest.split_once(", expected one of ").map_or(rest, |(_, s)| s)
+                    );
+                }
+            } else if source.starts_with("[[") {
+                let name = source.trim_matches(|c| c == '[' || c == ']').trim();
+                msg = format!("[[{name}]] is an array of tables; parameters go in one table, [{name}]");
+            }
             match line {
                 Some(l) => match key_at_line(text, l) {
                     Some(key) => ConfigError::File { file: format!("{file}:{l}"), msg: format!("{key}: {msg}") },
@@ -336,7 +353,7 @@ impl Config {
             _ => return Err(param_err(&name, "cannot be set")),
         };
         *slot = parsed;
-        let next: Config = v.try_into().map_err(|e: toml::de::Error| param_err(&name, e.message().to_string()))?;
+        let next: Config = v.try_into().map_err(|e: toml::de::Error| param_err(&name, plain_types(e.message())))?;
         // The value's own range is reported here, naming it, rather than as whatever other
         // check the whole configuration fails first.
         next.check_limits()?;
@@ -575,6 +592,45 @@ mod tests {
         assert!(e.contains("'abc' is not an integer"), "{e}");
         let e = c.set("l1.replacement", "fifo").unwrap_err().to_string();
         assert!(e.contains("unknown value 'fifo' (valid: lru, random)"), "{e}");
+        let e = c.set("mc.count", "-1").unwrap_err().to_string();
+        assert!(e.contains("mc.count") && e.contains("expected an integer >= 0") && !e.contains("usize"), "{e}");
+        // Mistakes of the file's structure, in its own terms.
+        let e = Config::from_toml_str(
+            "t.toml",
+            "[mcx]
+count = 2
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("t.toml:1: unknown section `mcx`"), "{e}");
+        let e = Config::from_toml_str(
+            "t.toml",
+            "count = 2
+[mc]
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("t.toml:1: count: a parameter outside any [section]: sections are `core`"), "{e}");
+        let e = Config::from_toml_str(
+            "t.toml",
+            "[[mc]]
+count = 2
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("t.toml:1: [[mc]] is an array of tables; parameters go in one table, [mc]"), "{e}");
+        let e = Config::from_toml_str(
+            "t.toml",
+            "[pm]
+write_ns = 1979-05-27
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("t.toml:2: pm.write_ns: invalid type: a table or date-time, expected a number"), "{e}");
     }
 
     #[test]

@@ -181,6 +181,12 @@ fn trace_lint(py: Python<'_>, path: String, max: usize) -> PyResult<String> {
     serde_json::to_string(&r).map_err(|e| err(e.to_string()))
 }
 
+/// Checks a workload's parameters (strings) as a run would, without generating its trace.
+#[pyfunction]
+fn workload_params_check(workload: String, params: BTreeMap<String, String>) -> PyResult<()> {
+    pmsim_workloads::check_params(&workload, &params).map_err(|e| err(e.to_string()))
+}
+
 /// A trace's metadata (`key=value` provenance and status, e.g. `incomplete`), in file order.
 #[pyfunction]
 fn trace_meta(path: String) -> PyResult<Vec<(String, String)>> {
@@ -302,6 +308,16 @@ fn analyze(
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // A panic (a bug) reaches Python as a PanicException carrying its message, which the CLI
+    // prints as one line; the default hook would first print its location and, under
+    // RUST_BACKTRACE, a whole backtrace: only for whoever debugs (PMSIM_DEBUG set, as
+    // `pmsim --debug` does).
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::env::var_os("PMSIM_DEBUG").is_some() {
+            default(info);
+        }
+    }));
     m.add("PmsimError", m.py().get_type::<PmsimError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
@@ -315,6 +331,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(trace_lint, m)?)?;
+    m.add_function(wrap_pyfunction!(workload_params_check, m)?)?;
     m.add_function(wrap_pyfunction!(trace_generate, m)?)?;
     m.add_function(wrap_pyfunction!(trace_meta, m)?)?;
     m.add_function(wrap_pyfunction!(trace_cut_at_gap, m)?)?;

@@ -114,6 +114,10 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
             let at = e.valid_up_to();
             err(format!("not UTF-8 text (byte 0x{:02x} at column {})", said[at], at + 1))
         })?;
+        // A control character would hide inside a token and its message ("value '1' ...").
+        if let Some((at, c)) = content.char_indices().find(|&(_, c)| c.is_control() && !c.is_whitespace()) {
+            return Err(err(format!("control character U+{:04X} at column {}", c as u32, at + 1)));
+        }
         let toks: Vec<&str> = content.split_whitespace().collect();
         if toks.is_empty() {
             continue;
@@ -464,6 +468,10 @@ mod tests {
         assert_eq!(t.unwrap().num_events(), 1);
         let e = read("f.trace", &b"# pmsim trace v1\nthreads 1\nT0 label caf\xe9\n"[..]).unwrap_err().to_string();
         assert_eq!(e, "f.trace:3: not UTF-8 text (byte 0xe9 at column 13)");
+        let e = read("f.trace", &b"# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8 1\x00\n"[..])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "f.trace:3: control character U+0000 at column 25");
         let e = read("f.trace", &b"\xff\xfe# pmsim trace v1\n"[..]).unwrap_err().to_string();
         assert_eq!(e, "f.trace:1: first line must be '# pmsim trace v1'");
     }

@@ -32,7 +32,7 @@ pub use recovery::{
     apply_store, global_order_image, piece, DfenceDone, OpLog, OpRecord, PieceCache, PieceOut, PieceRun, Recovery,
     RecoveryError, RecoveryReport, Uncached,
 };
-pub use registry::{find, generate, list, names, Generated, Workload, WORKLOADS};
+pub use registry::{check_params, find, generate, list, names, Generated, Workload, WORKLOADS};
 
 #[cfg(test)]
 mod tests {

@@ -125,9 +125,10 @@ impl Params {
                 Some(s) if is_choice(s) => parse_value(s, v).ok_or_else(|| {
                     err(format!("parameter '{k}' = '{v}' is not one of {}", s.unit.replace('|', ", ")))
                 })?,
-                _ => {
-                    parse_u64(v).ok_or_else(|| err(format!("parameter '{k}' = '{v}' is not a non-negative integer")))?
-                }
+                _ => parse_u64(v).ok_or_else(|| {
+                    let valid = spec.map(|s| format!(" (valid: {})", s.range.describe())).unwrap_or_default();
+                    err(format!("parameter '{k}' = '{v}' is not a non-negative integer{valid}"))
+                })?,
             };
             if let Some(spec) = spec {
                 if !spec.range.contains(n) {

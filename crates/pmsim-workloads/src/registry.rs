@@ -75,12 +75,19 @@ pub fn list() -> Vec<&'static dyn Workload> {
     all().collect()
 }
 
-/// Generates workload `name` with `params` given as strings.
-pub fn generate(name: &str, params: &BTreeMap<String, String>) -> Result<Generated, ParamsError> {
+/// Checks `params` (given as strings) for workload `name` as [`generate`] does, without
+/// generating: a sweep refuses a bad value before its first run.
+pub fn check_params(name: &str, params: &BTreeMap<String, String>) -> Result<(), ParamsError> {
     let w = find(name).ok_or_else(|| ParamsError {
         workload: name.to_string(),
         msg: format!("unknown workload (valid: {})", names().join(", ")),
     })?;
-    let p = Params::parse(name, w.params(), params)?;
-    Ok(w.generate(&p))
+    Params::parse(name, w.params(), params).map(|_| ())
+}
+
+/// Generates workload `name` with `params` given as strings.
+pub fn generate(name: &str, params: &BTreeMap<String, String>) -> Result<Generated, ParamsError> {
+    check_params(name, params)?;
+    let w = find(name).expect("checked");
+    Ok(w.generate(&Params::parse(name, w.params(), params)?))
 }

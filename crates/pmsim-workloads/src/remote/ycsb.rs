@@ -102,7 +102,11 @@ pub fn generate(p: &Params) -> Generated {
     let clump = |s: u64| if s <= 64 { 128 } else { 64 + s.div_ceil(64) * 64 };
     let per_key = clump(RECORD_OBJ) + clump(data_len) + fields as u64 * clump(fsize + 1);
     let per_op = 2 * clump(data_len) + 2 * fields as u64 * clump(fsize + 1) + 4096;
-    let pool_size = (keys * per_key + p.ops * per_op / 8 + (1 << 20)).next_multiple_of(4096);
+    // The load's log entries (two clumps per key, freed per batch) leave holes the next-fit
+    // search passes by until it wraps: room for them beyond the 1 MiB of slack, which covers
+    // them up to 4096 keys per executor.
+    let holes = (keys * (clump(24) + clump(16))).saturating_sub(1 << 20);
+    let pool_size = (keys * per_key + holes + p.ops * per_op / 8 + (1 << 20)).next_multiple_of(4096);
     let mut g = Gen::new(p);
     let mut exs: Vec<Executor> = (0..p.threads)
         .map(|t| {
