@@ -27,14 +27,19 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+def _refuse_dangling_or_dir(p: Path) -> None:
+    """An output path pmsim never writes: a symlink to nothing, or a directory."""
+    if p.is_symlink() and not p.exists():
+        raise PmsimError(f"{p}: is a symlink to a missing file ({os.readlink(p)}); not writing through it")
+    if p.is_dir():
+        raise PmsimError(f"{p}: is a directory")
+
+
 def resolve(path: str | Path) -> tuple[Path, bool]:
     """The path to write and whether to write it atomically (False: write through)."""
     p = Path(path)
-    if p.is_symlink() and not p.exists():
-        raise PmsimError(f"{p}: is a symlink to a missing file ({os.readlink(p)}); not writing through it")
+    _refuse_dangling_or_dir(p)
     if p.exists():
-        if p.is_dir():
-            raise PmsimError(f"{p}: is a directory")
         real = p.resolve()
         return (real, True) if real.is_file() else (p, False)
     try:
@@ -54,11 +59,8 @@ def check_writable(path: str | Path) -> None:
     only after it (a sweep's ``-o``): a directory, a dangling symlink, a path under a file, a
     file or folder we may not write. Creates nothing."""
     p = Path(path)
-    if p.is_symlink() and not p.exists():
-        raise PmsimError(f"{p}: is a symlink to a missing file ({os.readlink(p)}); not writing through it")
+    _refuse_dangling_or_dir(p)
     if p.exists():
-        if p.is_dir():
-            raise PmsimError(f"{p}: is a directory")
         if not os.access(p, os.W_OK):  # through a symlink or /dev/stdout, as the kernel resolves it
             raise PmsimError(f"{path}: cannot write: Permission denied")
         # A regular file is replaced by a renamed temporary file beside it: its folder is written.

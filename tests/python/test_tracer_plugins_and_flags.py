@@ -8,29 +8,17 @@ These tests need clang and llvm-dev (scripts/setup-tracer.sh); they fail, never 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import PMSIM, pmsim_cli
+from conftest import pmsim_cli
 from test_tracer import _build_traced, _require_toolchain
+from test_tracer_processes import _events, _record
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _toolchain() -> None:
     _require_toolchain()
-
-
-def _record(
-    out: Path, *argv: str | Path, pm: str = "heap", cwd: Path | None = None
-) -> subprocess.CompletedProcess:
-    opts = ["--pm", pm, "--volatile", "drop", "--compute", "drop", "-o", str(out)]
-    cmd = [*PMSIM, "trace", "record", *opts, "--", *map(str, argv)]
-    return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120, cwd=cwd)
-
-
-def _events(trace: Path) -> list[list[str]]:
-    return [ln.split() for ln in trace.read_text().splitlines() if ln.startswith("T")]
 
 
 # plog.so (instrumented, -fPIC -shared): plog_append(v) stores v into the next word of a PM log,
