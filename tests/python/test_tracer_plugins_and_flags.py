@@ -141,3 +141,52 @@ def test_libpmem_write_combining_copies_are_non_temporal(tmp_path):
         ["clwb", "0x1000000c0"],
         ["sfence"],
     ]
+
+
+# big FILE: libpmem copies with no flag choosing: pmem_memcpy_persist of 512 B at a line (at least
+# libpmem's movnt threshold, 256 B: non-temporal), of 100 B (below it: stores and clwb), of
+# 300 B starting mid-line (ntstores for the whole lines, store + clwb for the partial ends).
+BIG = r"""
+#include <libpmem.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  size_t mapped; int is_pmem;
+  char *p = pmem_map_file(argv[1], 8192, PMEM_FILE_CREATE, 0600, &mapped, &is_pmem);
+  if (!p) { perror("map"); return 1; }
+  static char src[512];
+  pmem_memcpy_persist(p, src, 512);
+  pmem_memcpy_persist(p + 1024, src, 100);
+  pmem_memcpy_persist(p + 2048 + 32, src, 300);
+  pmem_unmap(p, mapped);
+  return 0;
+}
+"""
+
+
+def test_libpmem_copies_from_the_movnt_threshold_are_non_temporal(tmp_path, monkeypatch):
+    _build_traced(tmp_path, "big", BIG, "-O1", "-lpmem")
+
+    def kinds(name: str) -> list[tuple[str, int]]:
+        r = _record(tmp_path / name, tmp_path / "big", tmp_path / "f.pmem", pm="pmdk")
+        assert r.returncode == 0, r.stderr
+        out = []
+        for e in _events(tmp_path / name):
+            if e[1] in ("store", "ntstore", "clwb", "sfence"):
+                out.append((e[1], int(e[2], 16) - 0x1_0000_0000 if len(e) > 2 else -1))
+        return out
+
+    got = kinds("a.trace")
+    first = [k for k in got if k[1] < 1024 and k[0] != "sfence"]
+    assert first == [("ntstore", 64 * i) for i in range(8)], got  # 512 B: 8 whole lines, no clwb
+    second = [k for k in got if 1024 <= k[1] < 2048]
+    assert {k[0] for k in second} == {"store", "clwb"}, got
+    third = [k for k in got if k[1] >= 2048]
+    assert [k for k in third if k[0] == "ntstore"] == [("ntstore", 2048 + 64 * i) for i in range(1, 5)], got
+    assert [k for k in third if k[0] == "clwb"] == [("clwb", 2048), ("clwb", 2048 + 320)], got
+    assert sum(k[0] == "sfence" for k in got) == 3
+    # libpmem's own knob moves the threshold; PMEM_NO_MOVNT=1 never copies non-temporally.
+    monkeypatch.setenv("PMEM_MOVNT_THRESHOLD", "1024")
+    assert not any(k[0] == "ntstore" for k in kinds("b.trace"))
+    monkeypatch.delenv("PMEM_MOVNT_THRESHOLD")
+    monkeypatch.setenv("PMEM_NO_MOVNT", "1")
+    assert not any(k[0] == "ntstore" for k in kinds("c.trace"))

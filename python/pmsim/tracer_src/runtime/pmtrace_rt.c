@@ -1772,21 +1772,61 @@ int msync(void *addr, size_t len, int flags) {
 /* libpmem's and libpmem2's flags of a copy/set (the same bits in both). */
 #define PMEM_F_MEM_NODRAIN_ (1U << 0)
 #define PMEM_F_MEM_NONTEMPORAL_ (1U << 1)
+#define PMEM_F_MEM_TEMPORAL_ (1U << 2)
 #define PMEM_F_MEM_WC_ (1U << 3) /* write combining: on x86-64 an alias of NONTEMPORAL */
+#define PMEM_F_MEM_WB_ (1U << 4) /* write back: temporal */
 #define PMEM_F_MEM_NOFLUSH_ (1U << 5)
 
-/* A libpmem copy/set: its stores (non-temporal when asked for, by NONTEMPORAL or WC, which
- * need no flush; NOFLUSH copies with plain stores whatever else is asked, as libpmem does),
- * their flushes unless told not to, and a drain unless told not to (pmem_memmove(3): no flush
- * means no drain either). */
+/* The length from which libpmem copies non-temporally when no flag chooses (its
+ * PMEM_MOVNT_THRESHOLD, default 256 bytes; PMEM_NO_MOVNT=1 never). */
+static size_t movnt_threshold(void) {
+  static size_t t;
+  static int known;
+  if (!known) {
+    const char *no = getenv("PMEM_NO_MOVNT");
+    const char *th = getenv("PMEM_MOVNT_THRESHOLD");
+    char *end = NULL;
+    long v = th ? strtol(th, &end, 10) : -1;
+    t = (no && atoi(no)) ? SIZE_MAX : (th && end != th && *end == 0 && v >= 0) ? (size_t)v : 256;
+    known = 1;
+  }
+  return t;
+}
+
+/* A libpmem copy/set as libpmem makes it on x86-64:
+ * - NOFLUSH: plain stores, no flush, no drain (whatever else is asked);
+ * - non-temporal (NONTEMPORAL or WC asked, or no temporal flag and a length of at least the
+ *   movnt threshold): ntstores for the whole 64 B lines, plain stores and a clwb for a partial
+ *   line at either end (libpmem's aligned movnt loop and its small-copy head and tail);
+ * - else plain stores and a clwb per line;
+ * and a drain unless NODRAIN (pmem_memmove(3)). */
 static void pmem_effect_flags(void *dst, const void *src, size_t len, unsigned flags) {
   if (src)
     mem_access(K_LOAD, src, len, 0);
-  int nt = !(flags & PMEM_F_MEM_NOFLUSH_) && (flags & (PMEM_F_MEM_NONTEMPORAL_ | PMEM_F_MEM_WC_));
-  mem_access(nt ? K_NTSTORE : K_STORE, dst, len, 1);
-  if (!nt && !(flags & PMEM_F_MEM_NOFLUSH_))
+  if (flags & PMEM_F_MEM_NOFLUSH_) {
+    mem_access(K_STORE, dst, len, 1);
+    return; /* NOFLUSH implies NODRAIN */
+  }
+  int asked_nt = (flags & (PMEM_F_MEM_NONTEMPORAL_ | PMEM_F_MEM_WC_)) != 0;
+  int asked_t = (flags & (PMEM_F_MEM_TEMPORAL_ | PMEM_F_MEM_WB_)) != 0;
+  int nt = asked_nt || (!asked_t && len >= movnt_threshold());
+  uintptr_t a = (uintptr_t)dst, end = a + len;
+  uintptr_t mid = (a + 63) & ~(uintptr_t)63, mid_end = end & ~(uintptr_t)63;
+  if (!nt || mid >= mid_end) {
+    mem_access(K_STORE, dst, len, 1);
     flush_range(dst, len);
-  if (!(flags & (PMEM_F_MEM_NODRAIN_ | PMEM_F_MEM_NOFLUSH_))) /* NOFLUSH implies NODRAIN */
+  } else {
+    if (mid > a) {
+      mem_access(K_STORE, dst, mid - a, 1);
+      flush_range(dst, mid - a);
+    }
+    mem_access(K_NTSTORE, (void *)mid, mid_end - mid, 1);
+    if (end > mid_end) {
+      mem_access(K_STORE, (void *)mid_end, end - mid_end, 1);
+      flush_range((void *)mid_end, end - mid_end);
+    }
+  }
+  if (!(flags & PMEM_F_MEM_NODRAIN_))
     fence_ev(K_SFENCE);
 }
 static void pmem_effect(void *dst, const void *src, size_t len, int drain) {
