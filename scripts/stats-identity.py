@@ -13,7 +13,7 @@ by two builds must be byte-identical; `check` does the whole round trip against 
 
 Host-side fields are dropped before comparing: the stats' `engine_events` (how many discrete
 events the engine processed: simulator work, which optimisations may change) and the crash
-report's `host_seconds`. Every other byte must match.
+report's `host_seconds` (in builds before it left the report). Every other byte must match.
 
 Exit status: 0 identical, 1 a difference (each differing file is named), 2 usage or a failed run.
 """
@@ -99,7 +99,7 @@ def one_job(pmsim: list[str], out: Path, kind: str, workload: str, design: str, 
     res = run([*pmsim, "crash", "--workload", workload, *SIZE, "--design", design, *CRASH, "--json"])
     if res.returncode not in (0, 1):
         return f"crash {name}: {res.stderr.strip()}"
-    # The report's host_seconds is the one field that measures the host, not the simulation.
+    # Older builds' reports had host_seconds, a host measurement, not the simulation's.
     report = json.loads(res.stdout)
     report.pop("host_seconds", None)
     (out / f"{name}.crash.json").write_text(json.dumps(report, sort_keys=True) + "\n")

@@ -71,6 +71,9 @@ pub struct Report {
     pub failures: Vec<Failure>,
     /// Simulated end of the run (ps).
     pub run_end_ps: u64,
+    /// Host seconds of the whole check. Not in the report's JSON, which must be byte-identical
+    /// for the same inputs on any host; `pmsim bench --crash` reports it.
+    #[serde(skip)]
     pub host_seconds: f64,
     /// Of `host_seconds`, those before the first instant (the reference run, the checker's
     /// graph); for `pmsim bench --crash`, never in the report.

@@ -41,7 +41,7 @@ fn crash(w: &str, design: &str, instants: Instants, whole: bool) -> Report {
 }
 
 fn json(r: &Report) -> String {
-    serde_json::to_string(&Report { host_seconds: 0.0, ..r.clone() }).unwrap()
+    serde_json::to_string(r).unwrap()
 }
 
 #[test]

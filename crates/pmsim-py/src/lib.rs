@@ -257,7 +257,7 @@ fn crash(
 }
 
 /// `pmsim bench --crash`: crashes a workload's run like `crash` and returns its report with the
-/// host timing `crash` never reports (`setup_seconds`, `recovery_runs`), as JSON.
+/// host timing `crash` never reports (`host_seconds`, `setup_seconds`, `recovery_runs`), as JSON.
 #[pyfunction]
 #[pyo3(signature = (design, workload, params, random=None, seed=1, every=false, recovery=true))]
 #[allow(clippy::too_many_arguments)]
@@ -276,6 +276,7 @@ fn crash_bench(
     let spec = runner::CrashSpec { at: Vec::new(), random, seed, every, model: None, recovery, max_failures: 10 };
     let rep = py.allow_threads(|| runner::crash(&inp, &design, &cfg, false, &spec, None)).map_err(err)?;
     let mut v = serde_json::to_value(&rep).map_err(|e| err(e.to_string()))?;
+    v["host_seconds"] = rep.host_seconds.into();
     v["setup_seconds"] = rep.setup_seconds.into();
     v["recovery_runs"] = rep.recovery_runs.into();
     v["piece_runs"] = rep.piece_runs.into();
