@@ -9,10 +9,12 @@
 //! - **Flush**: a store S is guaranteed persistent once a flush of S's line by any thread T,
 //!   issued after S became visible, is followed by T's next fence F (`sfence`, `mfence`, a
 //!   locked `rmw`, or a `release`, which is a locked instruction on x86). "Visible before the
-//!   flush": S is T's own store earlier in program order, or another thread's store earlier in
-//!   the global order that had performed by the time of T's last performed access before the
-//!   flush (a lower bound of the flush's own time, so the rule never requires more than x86
-//!   does). Edge: the latest such store of the line → F (earlier ones follow by **Line**).
+//!   flush": S is T's own store earlier in program order, or another thread's store that had
+//!   performed (in the run, whatever the trace's line order) strictly before a lower bound of
+//!   the flush's own time: T's last performed access before the flush, or the completion of
+//!   T's last `sfence`/`mfence` before it (flushes are ordered after fences), so the rule never
+//!   requires more than x86 does. Edge: the latest such store of the line → F (earlier ones
+//!   follow by **Line**).
 //!   Non-temporal stores are covered by their thread's next fence directly.
 //! - **Fence**: F, and every acquire and rmw, precede the later stores and fence points of
 //!   their thread (a chain through the thread's points), and a release precedes the acquire or
@@ -102,6 +104,9 @@ pub(crate) fn add_edges(
         }
     }
 
+    // When each sfence/mfence completed: no later flush of its thread executes before.
+    let fence_done: FxHashMap<u64, u64> = record.fences.iter().copied().collect();
+
     // Per thread: flushes, fences and the chain of points.
     for (t, s) in trace.threads.iter().enumerate() {
         let mut point: Option<NodeId> = None;
@@ -136,7 +141,7 @@ pub(crate) fn add_edges(
                 }
             }
             if is_fence {
-                for &(line, prog, fgid, ftime) in &flushed {
+                for &(line, prog, _, ftime) in &flushed {
                     let Some(list) = line_stores.get(&line) else { continue };
                     let covered = list.iter().rev().find(|&&m| {
                         let mn = &nodes[m as usize];
@@ -144,8 +149,8 @@ pub(crate) fn add_edges(
                             mn.prog < prog
                         } else {
                             // Strictly before: a store performed in the same picosecond as the
-                            // thread's last access may have performed after the flush.
-                            mn.gid < fgid && mn.time < ftime
+                            // bound may have performed after the flush.
+                            mn.time < ftime
                         }
                     });
                     if let Some(&m) = covered {
@@ -171,6 +176,11 @@ pub(crate) fn add_edges(
             let time = nodes[n as usize].time;
             if time != u64::MAX {
                 now = now.max(time);
+            }
+            if matches!(kind, Kind::Sfence | Kind::Mfence) {
+                if let Some(&done) = fence_done.get(&e.gid) {
+                    now = now.max(done);
+                }
             }
         }
     }
