@@ -190,3 +190,88 @@ def test_libpmem_copies_from_the_movnt_threshold_are_non_temporal(tmp_path, monk
     monkeypatch.delenv("PMEM_MOVNT_THRESHOLD")
     monkeypatch.setenv("PMEM_NO_MOVNT", "1")
     assert not any(k[0] == "ntstore" for k in kinds("c.trace"))
+
+
+# own FILE: a program with its own pmem_persist (research code that predates PMDK ships one):
+# it must link against the runtime and run its own, whose clflush and sfence are then traced.
+OWN = r"""
+#include <emmintrin.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+void pmem_persist(const void *addr, size_t len) {
+  for (uintptr_t a = (uintptr_t)addr & ~(uintptr_t)63; a < (uintptr_t)addr + len; a += 64)
+    _mm_clflush((const void *)a);
+  _mm_sfence();
+}
+int main(void) {
+  uint64_t *p = aligned_alloc(64, 256);
+  p[0] = 1;
+  p[8] = 2;
+  pmem_persist(p, 72);
+  return 0;
+}
+"""
+
+# deep FILE: pmem_deep_flush writes back its range (a clwb per line) and does not fence.
+DEEP = r"""
+#include <libpmem.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  size_t mapped; int is_pmem;
+  char *p = pmem_map_file(argv[1], 4096, PMEM_FILE_CREATE, 0600, &mapped, &is_pmem);
+  if (!p) { perror("map"); return 1; }
+  p[0] = 1;
+  p[64] = 2;
+  pmem_deep_flush(p, 65);
+  pmem_drain();
+  pmem_unmap(p, mapped);
+  return 0;
+}
+"""
+
+# noflush: stores to PM, never a flush or a fence: the program's x86 code, not a design-neutral
+# trace, so lint names both stores.
+NOFLUSH = r"""
+#include <stdint.h>
+#include <stdlib.h>
+int main(void) {
+  volatile uint64_t *p = aligned_alloc(64, 128);
+  p[0] = 1;
+  p[8] = 2;
+  return 0;
+}
+"""
+
+
+def test_a_program_with_its_own_pmem_persist_links_and_runs_it(tmp_path):
+    _build_traced(tmp_path, "own", OWN, "-O1")
+    r = _record(tmp_path / "own.trace", tmp_path / "own")
+    assert r.returncode == 0, r.stderr
+    ev = [e[1] for e in _events(tmp_path / "own.trace") if e[1] in ("store", "clflush", "sfence")]
+    assert ev == ["store", "store", "clflush", "clflush", "sfence"]
+
+
+def test_pmem_deep_flush_is_traced_as_the_flushes_it_makes(tmp_path):
+    _build_traced(tmp_path, "deep", DEEP, "-O1", "-lpmem")
+    r = _record(tmp_path / "deep.trace", tmp_path / "deep", tmp_path / "f.pmem", pm="pmdk")
+    assert r.returncode == 0, r.stderr
+    ev = [e[1:3] for e in _events(tmp_path / "deep.trace") if e[1] in ("store", "clwb", "sfence")]
+    assert ev == [
+        ["store", "0x100000000"],
+        ["store", "0x100000040"],
+        ["clwb", "0x100000000"],
+        ["clwb", "0x100000040"],
+        ["sfence"],
+    ]
+    lint = pmsim_cli("trace", "lint", tmp_path / "deep.trace")
+    assert lint.returncode == 0, lint.stdout
+
+
+def test_lint_of_a_recorded_program_that_never_flushes_names_its_stores(tmp_path):
+    _build_traced(tmp_path, "noflush", NOFLUSH, "-O1")
+    r = _record(tmp_path / "n.trace", tmp_path / "noflush")
+    assert r.returncode == 0, r.stderr
+    lint = pmsim_cli("trace", "lint", tmp_path / "n.trace")
+    assert lint.returncode == 1, lint.stdout
+    assert "2 store(s)" in lint.stdout and "2 never flushed" in lint.stdout, lint.stdout

@@ -41,6 +41,11 @@ impl DialectScan {
         }
     }
 
+    /// Whether an `ofence`, `dfence` or `strand` was seen.
+    pub fn has_neutral(&self) -> bool {
+        self.neutral
+    }
+
     pub fn dialect(&self) -> Dialect {
         if self.x86 && !self.neutral {
             Dialect::X86

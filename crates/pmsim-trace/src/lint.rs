@@ -19,8 +19,15 @@
 //! - **empty fences**: an `sfence`/`mfence` with no flush or non-temporal store of its thread
 //!   since its previous fence point (it orders nothing persistent).
 //!
+//! - **unpersisted sync words**: PM words whose last store is a `release`/`rmw` (lock words,
+//!   counters) and never persisted, reported apart and not counted as unpersisted stores:
+//!   libpmemobj's pool and `PMEMmutex` locks, and locks a program re-initialises on recovery,
+//!   are volatile by design.
+//!
 //! A design-neutral trace (`ofence`/`dfence`) leaves persistence to the design, not the program:
-//! it is reported as such, with nothing to lint.
+//! it is reported as such, with nothing to lint. A trace recorded from a program by `pmsim trace
+//! record` (its metadata says so) is the program's x86 code whatever it contains: one that never
+//! flushes or fences is linted, not taken for design-neutral.
 
 use crate::dialect::{Dialect, DialectScan};
 use crate::event::{Event, Kind, LINE_BYTES, WORD_BYTES};
@@ -44,6 +51,9 @@ struct WordStore {
     state: State,
     /// Threads (bit `t % 64`) whose flush since the store waits for their fence.
     flushed_by: u64,
+    /// The store was non-temporal: it sits in its core's write-combining buffer, which no
+    /// flush (of any thread) writes back; only its own thread's fence point does.
+    nt: bool,
 }
 
 fn bit(t: usize) -> u64 {
@@ -82,6 +92,9 @@ pub struct LintReport {
     pub flushed_not_fenced: u64,
     /// PM words whose last store is unpersisted.
     pub unpersisted_words: u64,
+    /// PM words whose last store is a `release`/`rmw` that never persisted (lock words;
+    /// not counted in `unpersisted_stores`).
+    pub unpersisted_sync_words: u64,
     pub flushes: u64,
     /// Flushes of a PM line with nothing written to it since its last flush (or ever).
     pub redundant_flushes: u64,
@@ -107,6 +120,9 @@ struct StoreInfo {
 pub struct Lint<'a> {
     pm: &'a [PmRange],
     scan: DialectScan,
+    /// The trace was recorded from a program (`pmsim trace record`): x86 unless it holds
+    /// design-neutral events.
+    recorded: bool,
     rep: LintReport,
     words: FxHashMap<u64, WordStore>,
     /// Per thread: (word, store gid) flushed since its last fence point, waiting for the next.
@@ -125,6 +141,7 @@ impl<'a> Lint<'a> {
         Lint {
             pm,
             scan: DialectScan::default(),
+            recorded: false,
             rep: LintReport { threads, ..Default::default() },
             words: FxHashMap::default(),
             pending: vec![Vec::new(); threads],
@@ -149,7 +166,7 @@ impl<'a> Lint<'a> {
         let state = if nt { State::Flushed } else { State::Dirty };
         let flushed_by = if nt { bit(t) } else { 0 };
         for w in Self::words_of(ev) {
-            self.words.insert(w, WordStore { gid: ev.gid, state, flushed_by });
+            self.words.insert(w, WordStore { gid: ev.gid, state, flushed_by, nt });
             if nt {
                 self.pending[t].push((w, ev.gid));
             }
@@ -174,7 +191,7 @@ impl<'a> Lint<'a> {
             if let Some(s) = self.words.get_mut(&w) {
                 // A word another thread flushed but has not fenced yet is covered by this
                 // thread's fence too; one this thread flushed already waits for it.
-                if s.state != State::Persisted && s.flushed_by & bit(t) == 0 {
+                if s.state != State::Persisted && s.flushed_by & bit(t) == 0 && !s.nt {
                     s.state = State::Flushed;
                     s.flushed_by |= bit(t);
                     self.pending[t].push((w, s.gid));
@@ -230,7 +247,8 @@ impl<'a> Lint<'a> {
     /// The report, naming at most `max` unpersisted stores.
     pub fn finish(mut self, labels: &[String], max: usize) -> LintReport {
         let mut rep = std::mem::take(&mut self.rep);
-        if self.scan.dialect() != Dialect::X86 {
+        let x86 = self.scan.dialect() == Dialect::X86 || (self.recorded && !self.scan.has_neutral());
+        if !x86 {
             return LintReport { dialect: "neutral", ..rep };
         }
         rep.dialect = "x86";
@@ -238,6 +256,10 @@ impl<'a> Lint<'a> {
         let mut bad: FxHashMap<u64, bool> = FxHashMap::default();
         for s in self.words.values() {
             if s.state != State::Persisted {
+                if matches!(self.stores[&s.gid].kind, Kind::Release | Kind::Rmw) {
+                    rep.unpersisted_sync_words += 1;
+                    continue;
+                }
                 rep.unpersisted_words += 1;
                 *bad.entry(s.gid).or_insert(false) |= s.state == State::Flushed;
             }
@@ -277,17 +299,26 @@ pub fn lint_trace(trace: &crate::Trace, max: usize) -> LintReport {
 
 /// Lints a trace file: binary traces are streamed in global order, text traces read first.
 pub fn lint_file(path: &std::path::Path, max: usize) -> Result<LintReport, crate::TraceError> {
+    let recorded = crate::meta::read_meta(path)?.iter().any(|(k, v)| k == "tool" && v.starts_with(RECORDER));
     if !crate::binary::is_binary(path) {
-        return Ok(lint_trace(&crate::text::read_path(path)?, max));
+        let t = crate::text::read_path(path)?;
+        let mut l = Lint::new(&t.pm, t.num_threads());
+        l.recorded = recorded;
+        crate::for_each_in_global_order(&t, |th, ev| l.step(th, ev));
+        return Ok(l.finish(&t.labels, max));
     }
     let mut r = crate::GlobalOrderReader::open(path)?;
     let pm = r.header().pm.clone();
     let threads = r.header().threads;
     let labels = crate::BinarySource::labels(path)?;
     let mut l = Lint::new(&pm, threads);
+    l.recorded = recorded;
     r.for_each(|t, ev| l.step(t, ev))?;
     Ok(l.finish(&labels, max))
 }
+
+/// The `tool` metadata of traces `pmsim trace record` writes (python/pmsim/tracer.py).
+pub const RECORDER: &str = "pmsim trace record";
 
 #[cfg(test)]
 mod tests {
@@ -337,9 +368,9 @@ mod tests {
         assert_eq!(unpersisted(&lint(body)), vec![(0, "flushed-not-fenced")]);
         let r = lint(&format!("{body}T1 sfence\n"));
         assert_eq!(r.unpersisted_stores, 0);
-        // A locked rmw is a fence point; its own store is not flushed by it.
+        // A locked rmw is a fence point; its own store is not flushed by it (a sync word).
         let r = lint("threads 1\nT0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 rmw 0x100000040 8 1\n");
-        assert_eq!(unpersisted(&r), vec![(2, "never-flushed")]);
+        assert_eq!((unpersisted(&r), r.unpersisted_sync_words), (vec![], 1));
     }
 
     #[test]
@@ -368,5 +399,43 @@ mod tests {
     fn a_design_neutral_trace_has_nothing_to_lint() {
         let r = lint("threads 1\nT0 store 0x100000000 8 1\nT0 ofence\n");
         assert_eq!((r.dialect, r.unpersisted_stores, r.unpersisted.len()), ("neutral", 0, 0));
+    }
+
+    #[test]
+    fn lock_words_are_reported_apart_and_not_counted_as_unpersisted_stores() {
+        // The release's and the rmw's words never persist; the data store is flushed and fenced.
+        let r = lint(
+            "threads 1\nT0 rmw 0x100000040 8 1\nT0 store 0x100000000 8 7\nT0 clwb 0x100000000\nT0 sfence\n\
+             T0 release 0x100000080 8 0\n",
+        );
+        assert_eq!((r.dialect, r.unpersisted_stores, r.unpersisted_words, r.unpersisted_sync_words), ("x86", 0, 0, 2));
+        // A data store after them still counts.
+        let r = lint("threads 1\nT0 rmw 0x100000040 8 1\nT0 store 0x100000000 8 7\nT0 sfence\n");
+        assert_eq!((r.unpersisted_stores, r.never_flushed, r.unpersisted_sync_words), (1, 1, 1));
+    }
+
+    #[test]
+    fn a_recorded_program_that_never_flushes_is_linted_not_taken_for_neutral() {
+        let dir = std::env::temp_dir().join(format!("pmsim-lint-rec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let body = "threads 1\nT0 store 0x100000000 8 1\nT0 store 0x100000040 8 2\n";
+        let plain = dir.join("plain.trace");
+        std::fs::write(&plain, format!("# pmsim trace v1\n{body}")).unwrap();
+        let rec = dir.join("rec.trace");
+        std::fs::write(&rec, format!("# pmsim trace v1\n# meta tool={RECORDER} (clang pass plugin + runtime)\n{body}"))
+            .unwrap();
+        let p = lint_file(&plain, 10).unwrap();
+        let r = lint_file(&rec, 10).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!((p.dialect, p.unpersisted_stores), ("neutral", 0));
+        assert_eq!((r.dialect, r.unpersisted_stores, r.never_flushed), ("x86", 2, 2));
+    }
+
+    #[test]
+    fn another_threads_flush_does_not_persist_a_non_temporal_store() {
+        let body = "threads 2\nT0 ntstore 0x100000000 8 1\nT1 clwb 0x100000000\nT1 sfence\n";
+        let r = lint(body);
+        assert_eq!((unpersisted(&r), r.redundant_flushes), (vec![(0, "flushed-not-fenced")], 1));
+        assert_eq!(lint(&format!("{body}T0 sfence\n")).unpersisted_stores, 0);
     }
 }

@@ -1684,6 +1684,11 @@ static void flush_range(const void *addr, size_t len) {
     flush_ev(K_CLWB, (const void *)a);
 }
 
+/* The PMDK wrappers are weak: a program that defines a function of the same name itself (research
+ * code often ships its own pmem_persist/pmem_flush, e.g. Intel's pre-PMDK linux-examples) links
+ * and runs its own, whose flushes and fences the pass then traces as the program's. */
+#define PMDK_WRAPPER __attribute__((weak))
+
 #define PMEM_REAL(ret, name, ...) \
   static ret (*real_##name)(__VA_ARGS__); \
   if (!real_##name) \
@@ -1691,7 +1696,7 @@ static void flush_range(const void *addr, size_t len) {
   if (!real_##name) \
     die("PMDK function " #name " not found (link with its library: -lpmem, -lpmem2 or -lpmemobj)");
 
-void *pmem_map_file(const char *path, size_t len, int flags, mode_t mode, size_t *mapped, int *is_pmem) {
+PMDK_WRAPPER void *pmem_map_file(const char *path, size_t len, int flags, mode_t mode, size_t *mapped, int *is_pmem) {
   PMEM_REAL(void *, pmem_map_file, const char *, size_t, int, mode_t, size_t *, int *);
   size_t m = 0;
   t_mapping_pool++;
@@ -1709,7 +1714,7 @@ void *pmem_map_file(const char *path, size_t len, int flags, mode_t mode, size_t
   t_in_hook++;
 #define PMEM_WRAP_END t_in_hook--;
 
-void pmem_flush(const void *addr, size_t len) {
+PMDK_WRAPPER void pmem_flush(const void *addr, size_t len) {
   PMEM_REAL(void, pmem_flush, const void *, size_t);
   PMEM_WRAP_BEGIN
   real_pmem_flush(addr, len);
@@ -1717,7 +1722,17 @@ void pmem_flush(const void *addr, size_t len) {
     flush_range(addr, len);
   PMEM_WRAP_END
 }
-void pmem_drain(void) {
+/* pmem_deep_flush writes the range's lines back like pmem_flush (and, on device DAX, flushes
+ * the WPQ, which ADR makes persistent anyway); it does not fence. */
+PMDK_WRAPPER void pmem_deep_flush(const void *addr, size_t len) {
+  PMEM_REAL(void, pmem_deep_flush, const void *, size_t);
+  PMEM_WRAP_BEGIN
+  real_pmem_deep_flush(addr, len);
+  if (outer)
+    flush_range(addr, len);
+  PMEM_WRAP_END
+}
+PMDK_WRAPPER void pmem_drain(void) {
   PMEM_REAL(void, pmem_drain, void);
   PMEM_WRAP_BEGIN
   real_pmem_drain();
@@ -1725,7 +1740,7 @@ void pmem_drain(void) {
     fence_ev(K_SFENCE);
   PMEM_WRAP_END
 }
-void pmem_persist(const void *addr, size_t len) {
+PMDK_WRAPPER void pmem_persist(const void *addr, size_t len) {
   PMEM_REAL(void, pmem_persist, const void *, size_t);
   PMEM_WRAP_BEGIN
   real_pmem_persist(addr, len);
@@ -1735,7 +1750,7 @@ void pmem_persist(const void *addr, size_t len) {
   }
   PMEM_WRAP_END
 }
-int pmem_msync(const void *addr, size_t len) {
+PMDK_WRAPPER int pmem_msync(const void *addr, size_t len) {
   PMEM_REAL(int, pmem_msync, const void *, size_t);
   PMEM_WRAP_BEGIN
   int r = real_pmem_msync(addr, len);
@@ -1833,7 +1848,7 @@ static void pmem_effect(void *dst, const void *src, size_t len, int drain) {
   pmem_effect_flags(dst, src, len, drain ? 0 : PMEM_F_MEM_NODRAIN_);
 }
 
-void *pmem_memcpy_persist(void *d, const void *s, size_t n) {
+PMDK_WRAPPER void *pmem_memcpy_persist(void *d, const void *s, size_t n) {
   PMEM_REAL(void *, pmem_memcpy_persist, void *, const void *, size_t);
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memcpy_persist(d, s, n);
@@ -1842,7 +1857,7 @@ void *pmem_memcpy_persist(void *d, const void *s, size_t n) {
   PMEM_WRAP_END
   return r;
 }
-void *pmem_memmove_persist(void *d, const void *s, size_t n) {
+PMDK_WRAPPER void *pmem_memmove_persist(void *d, const void *s, size_t n) {
   PMEM_REAL(void *, pmem_memmove_persist, void *, const void *, size_t);
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memmove_persist(d, s, n);
@@ -1851,7 +1866,7 @@ void *pmem_memmove_persist(void *d, const void *s, size_t n) {
   PMEM_WRAP_END
   return r;
 }
-void *pmem_memset_persist(void *d, int c, size_t n) {
+PMDK_WRAPPER void *pmem_memset_persist(void *d, int c, size_t n) {
   PMEM_REAL(void *, pmem_memset_persist, void *, int, size_t);
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memset_persist(d, c, n);
@@ -1860,7 +1875,7 @@ void *pmem_memset_persist(void *d, int c, size_t n) {
   PMEM_WRAP_END
   return r;
 }
-void *pmem_memcpy_nodrain(void *d, const void *s, size_t n) {
+PMDK_WRAPPER void *pmem_memcpy_nodrain(void *d, const void *s, size_t n) {
   PMEM_REAL(void *, pmem_memcpy_nodrain, void *, const void *, size_t);
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memcpy_nodrain(d, s, n);
@@ -1869,7 +1884,7 @@ void *pmem_memcpy_nodrain(void *d, const void *s, size_t n) {
   PMEM_WRAP_END
   return r;
 }
-void *pmem_memmove_nodrain(void *d, const void *s, size_t n) {
+PMDK_WRAPPER void *pmem_memmove_nodrain(void *d, const void *s, size_t n) {
   PMEM_REAL(void *, pmem_memmove_nodrain, void *, const void *, size_t);
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memmove_nodrain(d, s, n);
@@ -1878,7 +1893,7 @@ void *pmem_memmove_nodrain(void *d, const void *s, size_t n) {
   PMEM_WRAP_END
   return r;
 }
-void *pmem_memset_nodrain(void *d, int c, size_t n) {
+PMDK_WRAPPER void *pmem_memset_nodrain(void *d, int c, size_t n) {
   PMEM_REAL(void *, pmem_memset_nodrain, void *, int, size_t);
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memset_nodrain(d, c, n);
@@ -1887,7 +1902,7 @@ void *pmem_memset_nodrain(void *d, int c, size_t n) {
   PMEM_WRAP_END
   return r;
 }
-void *pmem_memcpy(void *d, const void *s, size_t n, unsigned flags) {
+PMDK_WRAPPER void *pmem_memcpy(void *d, const void *s, size_t n, unsigned flags) {
   PMEM_REAL(void *, pmem_memcpy, void *, const void *, size_t, unsigned);
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memcpy(d, s, n, flags);
@@ -1896,7 +1911,7 @@ void *pmem_memcpy(void *d, const void *s, size_t n, unsigned flags) {
   PMEM_WRAP_END
   return r;
 }
-void *pmem_memmove(void *d, const void *s, size_t n, unsigned flags) {
+PMDK_WRAPPER void *pmem_memmove(void *d, const void *s, size_t n, unsigned flags) {
   PMEM_REAL(void *, pmem_memmove, void *, const void *, size_t, unsigned);
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memmove(d, s, n, flags);
@@ -1905,7 +1920,7 @@ void *pmem_memmove(void *d, const void *s, size_t n, unsigned flags) {
   PMEM_WRAP_END
   return r;
 }
-void *pmem_memset(void *d, int c, size_t n, unsigned flags) {
+PMDK_WRAPPER void *pmem_memset(void *d, int c, size_t n, unsigned flags) {
   PMEM_REAL(void *, pmem_memset, void *, int, size_t, unsigned);
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memset(d, c, n, flags);
@@ -1922,7 +1937,7 @@ static void register_pool(void *pop, const char *path) {
   if (pop && g_on && g_mode == PM_PMDK && !is_pm_addr((uint64_t)pop) && path && stat(path, &st) == 0)
     add_range((uint64_t)pop, (uint64_t)st.st_size, 0);
 }
-PMEMobjpool *pmemobj_create(const char *path, const char *layout, size_t size, mode_t mode) {
+PMDK_WRAPPER PMEMobjpool *pmemobj_create(const char *path, const char *layout, size_t size, mode_t mode) {
   PMEM_REAL(PMEMobjpool *, pmemobj_create, const char *, const char *, size_t, mode_t);
   t_mapping_pool++;
   PMEMobjpool *p = real_pmemobj_create(path, layout, size, mode);
@@ -1930,7 +1945,7 @@ PMEMobjpool *pmemobj_create(const char *path, const char *layout, size_t size, m
   register_pool(p, path);
   return p;
 }
-PMEMobjpool *pmemobj_open(const char *path, const char *layout) {
+PMDK_WRAPPER PMEMobjpool *pmemobj_open(const char *path, const char *layout) {
   PMEM_REAL(PMEMobjpool *, pmemobj_open, const char *, const char *);
   t_mapping_pool++;
   PMEMobjpool *p = real_pmemobj_open(path, layout);
@@ -1938,7 +1953,7 @@ PMEMobjpool *pmemobj_open(const char *path, const char *layout) {
   register_pool(p, path);
   return p;
 }
-void pmemobj_persist(PMEMobjpool *pop, const void *addr, size_t len) {
+PMDK_WRAPPER void pmemobj_persist(PMEMobjpool *pop, const void *addr, size_t len) {
   PMEM_REAL(void, pmemobj_persist, PMEMobjpool *, const void *, size_t);
   PMEM_WRAP_BEGIN
   real_pmemobj_persist(pop, addr, len);
@@ -1948,7 +1963,7 @@ void pmemobj_persist(PMEMobjpool *pop, const void *addr, size_t len) {
   }
   PMEM_WRAP_END
 }
-void pmemobj_flush(PMEMobjpool *pop, const void *addr, size_t len) {
+PMDK_WRAPPER void pmemobj_flush(PMEMobjpool *pop, const void *addr, size_t len) {
   PMEM_REAL(void, pmemobj_flush, PMEMobjpool *, const void *, size_t);
   PMEM_WRAP_BEGIN
   real_pmemobj_flush(pop, addr, len);
@@ -1956,7 +1971,7 @@ void pmemobj_flush(PMEMobjpool *pop, const void *addr, size_t len) {
     flush_range(addr, len);
   PMEM_WRAP_END
 }
-void pmemobj_drain(PMEMobjpool *pop) {
+PMDK_WRAPPER void pmemobj_drain(PMEMobjpool *pop) {
   PMEM_REAL(void, pmemobj_drain, PMEMobjpool *);
   PMEM_WRAP_BEGIN
   real_pmemobj_drain(pop);
@@ -1988,7 +2003,7 @@ static struct pm2_fns g_pm2[MAX_PM2_MAPS];
 static int g_npm2;
 static atomic_flag g_pm2_lock = ATOMIC_FLAG_INIT;
 
-int pmem2_map_new(struct pmem2_map **map, const struct pmem2_config *cfg, const struct pmem2_source *src) {
+PMDK_WRAPPER int pmem2_map_new(struct pmem2_map **map, const struct pmem2_config *cfg, const struct pmem2_source *src) {
   PMEM_REAL(int, pmem2_map_new, struct pmem2_map **, const struct pmem2_config *, const struct pmem2_source *);
   t_mapping_pool++;
   int r = real_pmem2_map_new(map, cfg, src);
@@ -2090,22 +2105,22 @@ static void *pm2_memset(void *d, int c, size_t n, unsigned flags) {
   return r;
 }
 
-pm2_persist_t pmem2_get_persist_fn(struct pmem2_map *map) {
+PMDK_WRAPPER pm2_persist_t pmem2_get_persist_fn(struct pmem2_map *map) {
   return pm2_of_map(map)->persist ? pm2_persist : NULL;
 }
-pm2_persist_t pmem2_get_flush_fn(struct pmem2_map *map) {
+PMDK_WRAPPER pm2_persist_t pmem2_get_flush_fn(struct pmem2_map *map) {
   return pm2_of_map(map)->flush ? pm2_flush : NULL;
 }
-pm2_drain_t pmem2_get_drain_fn(struct pmem2_map *map) {
+PMDK_WRAPPER pm2_drain_t pmem2_get_drain_fn(struct pmem2_map *map) {
   return pm2_of_map(map)->drain ? pm2_drain : NULL;
 }
-pm2_copy_t pmem2_get_memcpy_fn(struct pmem2_map *map) {
+PMDK_WRAPPER pm2_copy_t pmem2_get_memcpy_fn(struct pmem2_map *map) {
   return pm2_of_map(map)->memcpy_ ? pm2_memcpy : NULL;
 }
-pm2_copy_t pmem2_get_memmove_fn(struct pmem2_map *map) {
+PMDK_WRAPPER pm2_copy_t pmem2_get_memmove_fn(struct pmem2_map *map) {
   return pm2_of_map(map)->memmove_ ? pm2_memmove : NULL;
 }
-pm2_set_t pmem2_get_memset_fn(struct pmem2_map *map) {
+PMDK_WRAPPER pm2_set_t pmem2_get_memset_fn(struct pmem2_map *map) {
   return pm2_of_map(map)->memset_ ? pm2_memset : NULL;
 }
 
