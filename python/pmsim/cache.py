@@ -54,11 +54,19 @@ def _file_hash(path: str, mtime_ns: int, size: int) -> str:
     return h.hexdigest()
 
 
-def key(design: str, *, workload: str | None = None, trace: str | None = None, params: dict[str, Any]) -> str:
-    """The cache key of one run (``params`` mixes machine and workload parameters)."""
+def key(
+    design: str,
+    *,
+    workload: str | None = None,
+    trace: str | None = None,
+    params: dict[str, Any],
+    config: str | None = None,
+) -> str:
+    """The cache key of one run (``params`` mixes machine and workload parameters; ``config``
+    is a TOML machine configuration file, keyed by the configuration it gives, not its name)."""
     str_params = {str(k): str(v) for k, v in params.items()}
     cfg, wl = _core.split_kwargs(str_params)
-    full_config = _core.config_show(None, cfg)
+    full_config = _core.config_show(config, cfg)
     if trace is not None:
         st = os.stat(trace)
         source = {"trace_sha256": _file_hash(os.path.realpath(trace), st.st_mtime_ns, st.st_size)}
@@ -85,6 +93,8 @@ RESULT_KEYS: dict[str, type | tuple[type, ...]] = {
     "events": int,
     "instructions": int,
     "operations": int,
+    "roi_start_ns": _NUM,
+    "roi_time_ns": _NUM,
     "ops_per_sec": _NUM,
     "op_latency_avg_ns": _NUM,
     "op_latency_max_ns": _NUM,

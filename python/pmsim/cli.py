@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -162,7 +163,8 @@ def summary(s: dict) -> str:
     lines = [
         f"design {s['design']} (promises {s['promise']}), {s['threads']} threads",
         f"  simulated time   {s['sim_time_ns']:.1f} ns (persists drained at {s['drain_time_ns']:.1f} ns)",
-        f"  operations       {s['operations']}  ({s['ops_per_sec']:.0f} ops/s, "
+        f"  operations       {s['operations']}  ({s['ops_per_sec']:.0f} ops/s over "
+        f"{s['roi_time_ns']:.1f} ns from the first begin at {s['roi_start_ns']:.1f} ns, "
         f"avg latency {s['op_latency_avg_ns']:.1f} ns)",
         f"  events           {s['events']}  instructions {s['instructions']}",
         f"  PM stores        {s['pm_stores']}  media reads {s['pm_reads']}  media writes {s['pm_writes']}",
@@ -194,15 +196,17 @@ def cmd_compare(a: argparse.Namespace) -> int:
     if a.trace:
         df = _compare_trace(a, designs)
     else:
-        df = run_jobs(jobs_for(designs, [a.workload], **params), workers=a.jobs, progress=not a.quiet)
-    base = df[df.design == "baseline"]["sim_time_ns"]
+        jobs = jobs_for(designs, [a.workload], config=a.config, **params)
+        df = run_jobs(jobs, workers=a.jobs, progress=not a.quiet)
+    base = df[df.design == "baseline"]["roi_time_ns"]
     if len(base):
-        df["speedup_vs_baseline"] = (base.iloc[0] / df["sim_time_ns"]).round(3)
+        df["speedup_vs_baseline"] = (base.iloc[0] / df["roi_time_ns"]).round(3)
     cols = [
         c
         for c in [
             "design",
             "sim_time_ns",
+            "roi_time_ns",
             "speedup_vs_baseline",
             "ops_per_sec",
             "pm_writes",
@@ -234,7 +238,7 @@ def _compare_trace(a: argparse.Namespace, designs: list[str]):
     rows = []
     with _readable_again(a.trace) as path:
         for d in designs:
-            stats = api.run(d, trace=path, allow_incomplete=True, **overrides)
+            stats = api.run(d, trace=path, config=a.config, allow_incomplete=True, **overrides)
             rows.append({"design": d, "trace": a.trace, **api.flatten(stats)})
     return pd.DataFrame(rows)
 
@@ -252,6 +256,17 @@ def _readable_again(path: str):
         yield str(copy)
 
 
+def _grid_value(text: str) -> int | float | str:
+    """A --grid value as the table holds it: an int or a float when it reads as one."""
+    for kind in (int, float):
+        try:
+            v = kind(text)
+        except ValueError:
+            continue
+        return v if kind is int or math.isfinite(v) else text
+    return text
+
+
 def cmd_sweep(a: argparse.Namespace) -> int:
     from pmsim.sweep import jobs_for, run_jobs, table_format
 
@@ -262,8 +277,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     seen: dict[str, str] = {}
     fixed = _kv(a.param, "parameter", seen)
     fixed.update(_kv(a.set, "--set", seen))
-    grid = {k: v.split(",") for k, v in _kv(a.grid, "--grid", seen).items()}
-    jobs = jobs_for(a.designs.split(","), a.workloads.split(","), grid, **fixed)
+    # Numbers are numbers in the table (sorting, plotting), as from the Python API's grid.
+    grid = {k: [_grid_value(x) for x in v.split(",")] for k, v in _kv(a.grid, "--grid", seen).items()}
+    jobs = jobs_for(a.designs.split(","), a.workloads.split(","), grid, config=a.config, **fixed)
     scheduler = None
     cluster = None
     if a.scheduler:
@@ -359,8 +375,9 @@ def _trace_lint(a: argparse.Namespace) -> int:
         print(json.dumps(r, indent=2))
     elif r["dialect"] != "x86":
         print(
-            f"{a.file}: a design-neutral trace (ofence/dfence): its persistence is the design's, "
-            "nothing to lint (pmsim crash checks the designs)"
+            f"{a.file}: a design-neutral trace (ofence/dfence, or no flush or x86 fence at all, and "
+            "not recorded from a program): its persistence is the design's, nothing to lint "
+            "(pmsim crash checks the designs)"
         )
     else:
         print(
@@ -380,6 +397,12 @@ def _trace_lint(a: argparse.Namespace) -> int:
             )
         if n > len(r["unpersisted"]):
             print(f"  ... {n - len(r['unpersisted'])} more (--max)")
+        if r["unpersisted_sync_words"]:
+            print(
+                f"not counted: {r['unpersisted_sync_words']} PM word(s) whose last store is a release "
+                "or rmw never persisted (lock words; volatile by design when recovery re-initialises "
+                "them, as libpmemobj does its locks)"
+            )
         print(
             f"redundant flushes {r['redundant_flushes']} (lines with nothing to write back), "
             f"volatile flushes {r['volatile_flushes']}, empty fences {r['empty_fences']} "
@@ -387,7 +410,7 @@ def _trace_lint(a: argparse.Namespace) -> int:
         )
         from pmsim import _core
 
-        if dict(_core.trace_meta(a.file)).get("pm") == "pmdk":
+        if r["redundant_flushes"] and dict(_core.trace_meta(a.file)).get("pm") == "pmdk":
             print(
                 "note: under --pm pmdk the stores libpmemobj makes with its own code are not traced "
                 "(tools/tracer/README.md), so its flushes of them count as redundant here"
@@ -724,6 +747,12 @@ def parser() -> argparse.ArgumentParser:
         "--set", action="append", metavar="NAME=VALUE", help="machine parameter (e.g. pm.write_ns=120)"
     )
     c.add_argument(
+        "--config",
+        action=_Once,
+        metavar="FILE",
+        help="TOML machine configuration every run starts from (--set applies on top); give it once",
+    )
+    c.add_argument(
         "--designs", metavar="A,B,...", help=f"comma-separated designs (default: all: {_designs_help()})"
     )
     c.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
@@ -757,6 +786,12 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="fixed workload parameter")
     s.add_argument("--set", action="append", metavar="NAME=VALUE", help="fixed machine parameter")
+    s.add_argument(
+        "--config",
+        action=_Once,
+        metavar="FILE",
+        help="TOML machine configuration every run starts from (--set applies on top); give it once",
+    )
     s.add_argument("-j", "--jobs", type=_int_at_least(1), help="local parallel runs (default: one per core)")
     s.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address (tcp://host:8786)")
     s.add_argument(

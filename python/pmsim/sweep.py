@@ -31,7 +31,7 @@ def _one(job: dict) -> dict:
     from pmsim import PmsimError, cache
 
     use_cache = job.get("cache", True)
-    k = cache.key(job["design"], workload=job["workload"], params=job["params"])
+    k = cache.key(job["design"], workload=job["workload"], params=job["params"], config=job.get("config"))
     stats = cache.load(k) if use_cache else None
     flat = None
     if stats is not None:
@@ -41,7 +41,7 @@ def _one(job: dict) -> dict:
             stats = None
     if stats is None:
         try:
-            stats = run(job["design"], workload=job["workload"], **job["params"])
+            stats = run(job["design"], workload=job["workload"], config=job.get("config"), **job["params"])
         except PmsimError as e:
             # Which of the sweep's runs failed: the core's message names only what went wrong.
             raise PmsimError(f"{job_name(job)}: {e}") from None
@@ -66,9 +66,17 @@ def jobs_for(
     ``designs`` and ``workloads`` are a name or a list of names; ``grid`` maps a parameter to a
     non-empty list of values. A parameter given twice (in the grid and fixed, or as both
     ``pm.write_ns`` and ``pm_write_ns``) is refused: one of the values would silently not run.
+    ``config=FILE`` (a TOML machine configuration) is the base every job's machine parameters
+    apply to, as ``--config`` of ``pmsim run``.
     """
     from pmsim import PmsimError
-    from pmsim.api import check_once, names_arg
+    from pmsim.api import check_once, names_arg, path_arg
+
+    config = path_arg("config", fixed.pop("config", None))
+    if config is not None:
+        if not os.path.isfile(config):
+            raise PmsimError(f"config {config}: no such file")
+        config = os.path.abspath(config)
 
     designs = names_arg("designs", designs, allow_empty=True)
     workloads = names_arg("workloads", workloads, allow_empty=True)
@@ -89,7 +97,8 @@ def jobs_for(
         for values in itertools.product(*(values_of[k] for k in keys)) if keys else [()]:
             label = dict(zip(keys, values, strict=True))
             for d in designs:
-                out.append({"design": d, "workload": w, "label": label, "params": {**fixed, **label}})
+                job = {"design": d, "workload": w, "label": label, "params": {**fixed, **label}}
+                out.append({**job, "config": config} if config else job)
     return out
 
 
@@ -118,20 +127,22 @@ def check_jobs(jobs: list[dict]) -> None:
         bad = sorted(k for k in j["params"] if k not in cfg and k not in have_w[j["workload"]])
         if bad:
             valid = ", ".join(sorted(have_w[j["workload"]]))
+            elsewhere = any(bad[0] in ps for ps in have_w.values())
+            what = "does not apply to this workload" if elsewhere else "is unknown"
             raise PmsimError(
-                f"workload '{j['workload']}': unknown parameter '{bad[0]}' "
+                f"workload '{j['workload']}': parameter '{bad[0]}' {what} "
                 f"(workload parameters: {valid}; machine parameters: see 'pmsim config show')"
             )
     seen = set()
     seen_wl = set()
     for j in jobs:
-        params = {str(k): str(v) for k, v in j["params"].items() if k != "config"}
+        params = {str(k): str(v) for k, v in j["params"].items()}
         machine, wl = _core.split_kwargs(params)
         wl_key = (j["workload"], tuple(sorted(wl.items())))
         if wl_key not in seen_wl:
             seen_wl.add(wl_key)
             check_workload_params(j["workload"], wl)
-        key = (j["params"].get("config"), tuple(sorted(machine.items())))
+        key = (j.get("config"), tuple(sorted(machine.items())))
         if key not in seen:
             seen.add(key)
             try:
@@ -283,7 +294,8 @@ def sweep(
     ``pmsim sweep -o results.parquet`` writes. Runs are cached (``cache=False`` reruns them).
     ``designs`` and ``workloads`` are a name or a list of names; ``workers`` is at least 1. A
     parameter both in ``grid`` and fixed (or spelled twice: ``pm.write_ns``, ``pm_write_ns``) is
-    refused.
+    refused. ``config=FILE`` runs every job on that TOML machine configuration (the grid and
+    fixed machine parameters apply on top of it).
 
     >>> sweep(["baseline", "eadr"], ["array"], grid={"pm_write_ns": [90, 180]}, ops=200)
     """

@@ -59,7 +59,7 @@ def test_end_without_begin_is_refused(cli, tmp_path):
     [
         ("array", "array_bytes=0"),
         ("array", "stripes=0"),
-        ("array", "durable_every=0"),
+        ("nstore", "durable_every=0"),
         ("bandwidth", "block=0"),
         ("bandwidth", "block=65"),
         ("bandwidth", "stride=0"),

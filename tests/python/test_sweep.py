@@ -116,3 +116,54 @@ def test_cli_sweep_and_compare(cli, tmp_path):
     c = pd.read_csv(tmp_path / "c.csv")
     assert list(c.design) == [d for d, _ in pmsim.designs()]
     assert c[c.design == "baseline"].speedup_vs_baseline.iloc[0] == 1.0
+
+
+def test_cli_sweep_grid_values_are_numbers_as_from_the_api(cli, tmp_path):
+    # A Parquet table keeps its column types: the CLI's grid column must be the API's (int64),
+    # so that it sorts 90 < 300 < 1000 rather than as text.
+    cli(
+        "sweep",
+        "--designs",
+        "baseline",
+        "--workloads",
+        "array",
+        "-p",
+        "ops=50",
+        "--grid",
+        "pm.write_ns=1000,300,90",
+        "-q",
+        "-o",
+        "g.parquet",
+        cwd=tmp_path,
+        check=True,
+    )
+    df = pd.read_parquet(tmp_path / "g.parquet")
+    api = pmsim.sweep(["baseline"], ["array"], grid={"pm.write_ns": [1000, 300, 90]}, ops=50, progress=False)
+    assert df["pm.write_ns"].dtype == api["pm.write_ns"].dtype == "int64"
+    assert sorted(df["pm.write_ns"]) == [90, 300, 1000]
+    assert list(df.sim_time_ps) == list(api.sim_time_ps)
+
+
+def test_sweep_and_compare_run_on_a_configuration_file(cli, tmp_path):
+    # A slower PM in a TOML file: every run of the sweep (CLI and API) and of compare starts
+    # from it, as `pmsim run --config` does, and --set applies on top of it.
+    cfg = tmp_path / "slow.toml"
+    cfg.write_text("[pm]\nwrite_ns = 5000\n[mc]\nwpq_entries = 1\n")
+    one = pmsim.run("baseline", workload="array", ops=50, config=cfg)
+    default = pmsim.run("baseline", workload="array", ops=50)
+    assert one["sim_time_ps"] != default["sim_time_ps"]
+    api = pmsim.sweep(["baseline"], ["array"], ops=50, config=cfg, progress=False)
+    assert list(api.sim_time_ps) == [one["sim_time_ps"]]
+    cli("sweep", "--designs", "baseline", "--workloads", "array", "-p", "ops=50", "--config", cfg,
+        "-q", "-o", "s.csv", cwd=tmp_path, check=True)  # fmt: skip
+    assert list(pd.read_csv(tmp_path / "s.csv").sim_time_ps) == [one["sim_time_ps"]]
+    on_top = pmsim.run("baseline", workload="array", ops=50, config=cfg, pm_read_ns=400)
+    cli("compare", "--workload", "array", "-p", "ops=50", "--designs", "baseline", "--config", cfg,
+        "--set", "pm.read_ns=400", "-q", "-o", "c.csv", cwd=tmp_path, check=True)  # fmt: skip
+    assert list(pd.read_csv(tmp_path / "c.csv").sim_time_ps) == [on_top["sim_time_ps"]]
+    # The cache keys the configuration it gives, not the file's name: an edited file reruns.
+    cfg.write_text("[pm]\nwrite_ns = 90\n")
+    again = pmsim.sweep(["baseline"], ["array"], ops=50, config=cfg, progress=False)
+    assert list(again.sim_time_ps) == [default["sim_time_ps"]]
+    with pytest.raises(pmsim.PmsimError, match="no such file"):
+        pmsim.sweep(["baseline"], ["array"], ops=50, config=tmp_path / "none.toml", progress=False)

@@ -29,7 +29,7 @@ fn main() {
         let known = pmsim_workloads::find(w).map(|x| x.params()).unwrap_or_default();
         for kv in args.iter().skip(3) {
             if let Some((k, v)) = kv.split_once('=') {
-                if known.iter().chain(pmsim_workloads::params::COMMON).any(|s| s.name == k) {
+                if known.iter().chain(pmsim_workloads::params::common_for(w)).any(|s| s.name == k) {
                     p.insert(k.to_string(), v.to_string());
                 }
             }

@@ -75,7 +75,7 @@ macro_rules! config {
 
 config! {
     core: CoreCfg {
-        count: usize = 4, "cores", @int(1, 64), "simulated cores (one trace thread each; at most 64)";
+        count: usize = 4, "cores", @int(1, 64), "simulated cores, at most 64: one per trace thread, raised to the trace's thread count (cores without a thread stay idle and change no result)";
         freq_ghz: f64 = 2.0, "GHz", @num(0.01, 100.0), "core clock";
         ipc: f64 = 2.0, "instr/cycle", @num(0.01, 64.0), "non-memory instructions retired per cycle (compute events)";
         store_buffer: usize = 32, "entries", @int(1, 4096), "TSO store buffer entries per core";

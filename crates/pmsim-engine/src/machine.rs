@@ -306,6 +306,11 @@ pub struct CoreStats {
     pub ops: u64,
     pub op_latency_ps: u64,
     pub op_latency_max_ps: u64,
+    /// When this core performed its first `begin`: the region of interest starts at the
+    /// earliest of these (a workload's load phase before it is not throughput).
+    pub first_begin_ps: Option<u64>,
+    /// When this core performed its last `end`.
+    pub last_end_ps: u64,
 }
 
 /// One core's hardware state outside the trace cursor.

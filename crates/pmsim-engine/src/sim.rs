@@ -430,7 +430,9 @@ impl Simulator {
                 true
             }
             Kind::Begin => {
-                self.m.cores[c].op_start = now;
+                let core = &mut self.m.cores[c];
+                core.op_start = now;
+                core.stats.first_begin_ps.get_or_insert(now);
                 true
             }
             Kind::RdmaPwrite | Kind::RdmaWait => self.net.execute(&mut self.m, c, ev),
@@ -440,6 +442,7 @@ impl Simulator {
                 core.stats.ops += 1;
                 core.stats.op_latency_ps += lat;
                 core.stats.op_latency_max_ps = core.stats.op_latency_max_ps.max(lat);
+                core.stats.last_end_ps = now;
                 true
             }
         }

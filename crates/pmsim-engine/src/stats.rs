@@ -81,6 +81,12 @@ pub struct RunStats {
     pub events: u64,
     pub instructions: u64,
     pub operations: u64,
+    /// Region of interest: from the first `begin` of any thread to the last `end` (the whole
+    /// run for a trace without operations). A workload's load phase and a program's setup and
+    /// teardown lie outside it; throughput and speedups are measured over it.
+    pub roi_start_ns: f64,
+    pub roi_time_ns: f64,
+    /// operations / roi_time.
     pub ops_per_sec: f64,
     pub op_latency_avg_ns: f64,
     pub op_latency_max_ns: f64,
@@ -141,6 +147,13 @@ impl RunStats {
             })
             .collect();
         let secs = exec as f64 * 1e-12;
+        let first_begin = m.cores.iter().filter_map(|c| c.stats.first_begin_ps).min();
+        let last_end = m.cores.iter().map(|c| c.stats.last_end_ps).max().unwrap_or(0);
+        let (roi_start, roi_end) = match first_begin {
+            Some(b) if last_end > b => (b, last_end),
+            _ => (0, exec),
+        };
+        let roi_secs = (roi_end - roi_start) as f64 * 1e-12;
         let mcs: Vec<McReport> = m
             .mcs
             .iter()
@@ -226,7 +239,9 @@ impl RunStats {
             events: cores.iter().map(|c| c.events).sum(),
             instructions: cores.iter().map(|c| c.instructions).sum(),
             operations: ops,
-            ops_per_sec: round3(if secs > 0.0 { ops as f64 / secs } else { 0.0 }),
+            roi_start_ns: round3(roi_start as f64 / 1000.0),
+            roi_time_ns: round3((roi_end - roi_start) as f64 / 1000.0),
+            ops_per_sec: round3(if roi_secs > 0.0 { ops as f64 / roi_secs } else { 0.0 }),
             op_latency_avg_ns: round3(if ops > 0 { lat_sum as f64 / ops as f64 / 1000.0 } else { 0.0 }),
             op_latency_max_ns: round3(lat_max as f64 / 1000.0),
             pm_stores,

@@ -14,7 +14,7 @@ pub fn workload_params(data: &[u8]) {
             params.insert(k.to_string(), v.to_string());
         }
     }
-    let specs: Vec<_> = pmsim_workloads::params::COMMON.iter().chain(w.params()).collect();
+    let specs: Vec<_> = pmsim_workloads::params::common_for(w.name()).chain(w.params()).collect();
     let Ok(p) = pmsim_workloads::Params::parse(w.name(), w.params(), &params) else { return };
     // Bounded work: generate only small runs (the ranges allow far larger ones).
     let heavy = ["initial", "keys", "items", "tuples", "relations", "array_bytes", "max_segments", "initial_buckets"];

@@ -143,7 +143,7 @@ fn workloads() -> String {
         .iter()
         .map(|w| {
             let params: Vec<&pmsim_workloads::ParamSpec> =
-                pmsim_workloads::params::COMMON.iter().chain(w.params()).collect();
+                pmsim_workloads::params::common_for(w.name()).chain(w.params()).collect();
             serde_json::json!({"name": w.name(), "description": w.description(), "params": params})
         })
         .collect();

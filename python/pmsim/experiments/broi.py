@@ -231,6 +231,8 @@ def _paper_md(summary: pd.DataFrame, main: pd.DataFrame, sc11: pd.DataFrame, sca
         "",
         "## Fig 11: geomean operation throughput (M ops/s) over threads",
         "",
+        f"{sc['fig11_ops']} operations per thread (the thread sweep runs shorter than the figures above).",
+        "",
         *pipe_table(["threads", "delegated", "broi", "broi/delegated"], fig11, "rrrr"),
     ]
     lines += [
