@@ -15,6 +15,8 @@ from conftest import pmsim_cli
 from test_tracer import _build_traced, _require_toolchain
 from test_tracer_processes import _events, _record
 
+import pmsim
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _toolchain() -> None:
@@ -275,3 +277,9 @@ def test_lint_of_a_recorded_program_that_never_flushes_names_its_stores(tmp_path
     lint = pmsim_cli("trace", "lint", tmp_path / "n.trace")
     assert lint.returncode == 1, lint.stdout
     assert "2 store(s)" in lint.stdout and "2 never flushed" in lint.stdout, lint.stdout
+    # It is the program's x86 code: baseline runs it as written (no clwb it never issues), in
+    # the text trace and in its binary conversion (which keeps the metadata).
+    pmsim_cli("trace", "convert", tmp_path / "n.trace", tmp_path / "n.bin", check=True)
+    for t in ("n.trace", "n.bin"):
+        s = pmsim.run("baseline", trace=tmp_path / t)
+        assert s["promise"] == "x86" and s["design_stats"]["clwbs"] == 0, (t, s["promise"], s["design_stats"])

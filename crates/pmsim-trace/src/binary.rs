@@ -528,7 +528,8 @@ pub fn read<R: Read + Seek>(file: &str, r: R) -> Result<Trace, TraceError> {
             None => break,
         }
     }
-    let t = Trace { pm: c.header.pm.clone(), labels, threads };
+    let recorded = crate::meta::recorded_records(&c.meta);
+    let t = Trace { pm: c.header.pm.clone(), labels, threads, recorded };
     crate::validate::check_trace(&t).map_err(|m| TraceError::new(file, 0, m))?;
     Ok(t)
 }
@@ -564,7 +565,8 @@ pub fn read_to_first_gap(path: &std::path::Path) -> Result<(Trace, u64), TraceEr
         let keep = t.events.partition_point(|e| e.gid < cut);
         t.events.truncate(keep);
     }
-    let t = Trace { pm: c.header.pm.clone(), labels, threads };
+    let recorded = crate::meta::recorded_records(&c.meta);
+    let t = Trace { pm: c.header.pm.clone(), labels, threads, recorded };
     crate::validate::check_trace(&t).map_err(|m| TraceError::new(&file, 0, m))?;
     Ok((t, gids.len() as u64 - cut))
 }

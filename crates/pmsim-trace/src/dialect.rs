@@ -8,9 +8,12 @@
 //! design-neutral traces, or every comparison on a traced program would charge the baseline for
 //! work real hardware never does.
 //!
-//! Guarantees: the dialect depends only on which event kinds occur. A trace is [`Dialect::X86`]
-//! iff it has at least one flush or `sfence`/`mfence` and no `ofence`, `dfence` or `strand`;
-//! everything else (a mixed trace included) is [`Dialect::Neutral`], the conservative reading.
+//! Guarantees: the dialect depends only on which event kinds occur and on whether the trace was
+//! recorded from a program (`pmsim trace record`, its metadata). A trace is [`Dialect::X86`]
+//! iff it has no `ofence`, `dfence` or `strand` and either at least one flush or
+//! `sfence`/`mfence`, or was recorded from a program (a program that never flushes is still
+//! x86 code: `baseline` must not add flushes to it, and lint must name its stores); everything
+//! else (a mixed trace included) is [`Dialect::Neutral`], the conservative reading.
 
 use crate::event::Kind;
 use crate::Trace;
@@ -29,6 +32,7 @@ pub enum Dialect {
 pub struct DialectScan {
     x86: bool,
     neutral: bool,
+    recorded: bool,
 }
 
 impl DialectScan {
@@ -41,13 +45,18 @@ impl DialectScan {
         }
     }
 
+    /// The trace was recorded from a program (its metadata says so).
+    pub fn recorded_program(&mut self) {
+        self.recorded = true;
+    }
+
     /// Whether an `ofence`, `dfence` or `strand` was seen.
     pub fn has_neutral(&self) -> bool {
         self.neutral
     }
 
     pub fn dialect(&self) -> Dialect {
-        if self.x86 && !self.neutral {
+        if (self.x86 || self.recorded) && !self.neutral {
             Dialect::X86
         } else {
             Dialect::Neutral
@@ -58,7 +67,7 @@ impl DialectScan {
 impl Trace {
     /// The trace's dialect (see the module doc).
     pub fn dialect(&self) -> Dialect {
-        let mut s = DialectScan::default();
+        let mut s = DialectScan { recorded: self.recorded, ..DialectScan::default() };
         for t in &self.threads {
             for e in &t.events {
                 s.see(e.kind);
@@ -96,5 +105,16 @@ mod tests {
         assert_eq!(dialect("T0 clwb 0x100000000\nT0 sfence\nT1 strand\n"), Dialect::Neutral);
         // No ordering at all: nothing to run "as written".
         assert_eq!(dialect("T0 store 0x100000000 8 1\nT1 release 0x2000\n"), Dialect::Neutral);
+    }
+
+    #[test]
+    fn a_recorded_program_is_x86_code_even_without_a_flush() {
+        let recorded = format!("# meta tool={} (clang pass plugin + runtime)\n", crate::meta::RECORDER);
+        let no_order = "T0 store 0x100000000 8 1\nT1 release 0x2000\n";
+        assert_eq!(dialect(&format!("{recorded}{no_order}")), Dialect::X86);
+        assert_eq!(dialect(&format!("# meta tool=my generator\n{no_order}")), Dialect::Neutral);
+        // Its own design-neutral markers (pmsim_ofence()) still make it neutral.
+        assert_eq!(dialect(&format!("{recorded}T0 store 0x100000000 8 1\nT0 ofence\n")), Dialect::Neutral);
+        assert!(text::parse_str("t", &format!("# pmsim trace v1\nthreads 2\n{recorded}{no_order}")).unwrap().recorded);
     }
 }

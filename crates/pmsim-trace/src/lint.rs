@@ -120,9 +120,6 @@ struct StoreInfo {
 pub struct Lint<'a> {
     pm: &'a [PmRange],
     scan: DialectScan,
-    /// The trace was recorded from a program (`pmsim trace record`): x86 unless it holds
-    /// design-neutral events.
-    recorded: bool,
     rep: LintReport,
     words: FxHashMap<u64, WordStore>,
     /// Per thread: (word, store gid) flushed since its last fence point, waiting for the next.
@@ -141,7 +138,6 @@ impl<'a> Lint<'a> {
         Lint {
             pm,
             scan: DialectScan::default(),
-            recorded: false,
             rep: LintReport { threads, ..Default::default() },
             words: FxHashMap::default(),
             pending: vec![Vec::new(); threads],
@@ -247,8 +243,7 @@ impl<'a> Lint<'a> {
     /// The report, naming at most `max` unpersisted stores.
     pub fn finish(mut self, labels: &[String], max: usize) -> LintReport {
         let mut rep = std::mem::take(&mut self.rep);
-        let x86 = self.scan.dialect() == Dialect::X86 || (self.recorded && !self.scan.has_neutral());
-        if !x86 {
+        if self.scan.dialect() != Dialect::X86 {
             return LintReport { dialect: "neutral", ..rep };
         }
         rep.dialect = "x86";
@@ -293,32 +288,29 @@ impl<'a> Lint<'a> {
 /// Lints an in-memory trace.
 pub fn lint_trace(trace: &crate::Trace, max: usize) -> LintReport {
     let mut l = Lint::new(&trace.pm, trace.num_threads());
+    if trace.recorded {
+        l.scan.recorded_program();
+    }
     crate::for_each_in_global_order(trace, |t, ev| l.step(t, ev));
     l.finish(&trace.labels, max)
 }
 
 /// Lints a trace file: binary traces are streamed in global order, text traces read first.
 pub fn lint_file(path: &std::path::Path, max: usize) -> Result<LintReport, crate::TraceError> {
-    let recorded = crate::meta::read_meta(path)?.iter().any(|(k, v)| k == "tool" && v.starts_with(RECORDER));
     if !crate::binary::is_binary(path) {
-        let t = crate::text::read_path(path)?;
-        let mut l = Lint::new(&t.pm, t.num_threads());
-        l.recorded = recorded;
-        crate::for_each_in_global_order(&t, |th, ev| l.step(th, ev));
-        return Ok(l.finish(&t.labels, max));
+        return Ok(lint_trace(&crate::text::read_path(path)?, max));
     }
     let mut r = crate::GlobalOrderReader::open(path)?;
     let pm = r.header().pm.clone();
     let threads = r.header().threads;
     let labels = crate::BinarySource::labels(path)?;
     let mut l = Lint::new(&pm, threads);
-    l.recorded = recorded;
+    if crate::meta::recorded(&crate::meta::read_meta(path)?) {
+        l.scan.recorded_program();
+    }
     r.for_each(|t, ev| l.step(t, ev))?;
     Ok(l.finish(&labels, max))
 }
-
-/// The `tool` metadata of traces `pmsim trace record` writes (python/pmsim/tracer.py).
-pub const RECORDER: &str = "pmsim trace record";
 
 #[cfg(test)]
 mod tests {
@@ -422,8 +414,11 @@ mod tests {
         let plain = dir.join("plain.trace");
         std::fs::write(&plain, format!("# pmsim trace v1\n{body}")).unwrap();
         let rec = dir.join("rec.trace");
-        std::fs::write(&rec, format!("# pmsim trace v1\n# meta tool={RECORDER} (clang pass plugin + runtime)\n{body}"))
-            .unwrap();
+        std::fs::write(
+            &rec,
+            format!("# pmsim trace v1\n# meta tool={} (clang pass plugin + runtime)\n{body}", crate::meta::RECORDER),
+        )
+        .unwrap();
         let p = lint_file(&plain, 10).unwrap();
         let r = lint_file(&rec, 10).unwrap();
         let _ = std::fs::remove_dir_all(&dir);

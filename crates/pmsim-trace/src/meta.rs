@@ -14,6 +14,25 @@ use crate::TraceError;
 use std::io::BufRead;
 use std::path::Path;
 
+/// The `tool` value (its start) of the traces `pmsim trace record` writes (python/pmsim/tracer.py):
+/// such a trace is a program's x86 code (`crate::dialect`).
+pub const RECORDER: &str = "pmsim trace record";
+
+/// Whether `meta` says the trace was recorded from a program by `pmsim trace record`.
+pub fn recorded(meta: &[(String, String)]) -> bool {
+    meta.iter().any(|(k, v)| k == "tool" && v.starts_with(RECORDER))
+}
+
+/// [`recorded`] over a binary trace's raw META records (`key=value` lines).
+pub(crate) fn recorded_records(records: &[String]) -> bool {
+    records.iter().flat_map(|r| r.lines()).any(|l| l.strip_prefix("tool=").is_some_and(|v| v.starts_with(RECORDER)))
+}
+
+/// Whether a text trace's comment line is the `tool` metadata of a recorded program.
+pub fn is_recorder_line(comment: &str) -> bool {
+    comment.strip_prefix("# meta tool=").is_some_and(|v| v.starts_with(RECORDER))
+}
+
 /// The key whose presence marks a trace as incomplete; its value says why.
 pub const INCOMPLETE: &str = "incomplete";
 

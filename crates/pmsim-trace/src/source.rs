@@ -159,6 +159,13 @@ pub fn validate_binary(path: &std::path::Path) -> Result<(), TraceError> {
 pub fn validate_binary_dialect(path: &std::path::Path) -> Result<crate::Dialect, TraceError> {
     let mut scan = crate::DialectScan::default();
     crate::ordered::GlobalOrderReader::open(path)?.for_each(|_, ev| scan.see(ev.kind))?;
+    // A trace without any ordering event is x86 only if a program made it (its metadata).
+    if scan.dialect() == crate::Dialect::Neutral
+        && !scan.has_neutral()
+        && crate::meta::recorded(&crate::meta::read_meta(path)?)
+    {
+        scan.recorded_program();
+    }
     Ok(scan.dialect())
 }
 

@@ -107,7 +107,12 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
         // Only what a line says must be UTF-8: a comment may hold any bytes (a name in
         // Latin-1, a pasted binary dump), as it may hold any text.
         let said = match bytes.iter().position(|&c| c == b'#') {
-            Some(p) => &bytes[..p],
+            Some(p) => {
+                if p == 0 && std::str::from_utf8(bytes).is_ok_and(crate::meta::is_recorder_line) {
+                    sink.recorded_program();
+                }
+                &bytes[..p]
+            }
             None => bytes,
         };
         let content = std::str::from_utf8(said).map_err(|e| {

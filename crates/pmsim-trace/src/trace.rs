@@ -57,6 +57,9 @@ pub struct Trace {
     pub pm: Vec<PmRange>,
     pub labels: Vec<String>,
     pub threads: Vec<ThreadStream>,
+    /// Recorded from a program by `pmsim trace record` (its metadata says so): the program's
+    /// x86 code, whatever events it holds (`crate::dialect`).
+    pub recorded: bool,
 }
 
 impl Trace {
@@ -106,6 +109,8 @@ pub trait EventSink {
     fn push(&mut self, thread: usize, ev: Event, value: Option<&[u8]>) -> std::io::Result<u64>;
     fn num_threads(&self) -> usize;
     fn num_events(&self) -> u64;
+    /// The source says it was recorded from a program (`crate::meta::RECORDER`).
+    fn recorded_program(&mut self) {}
 }
 
 /// Assigns global ids and per-address sync ordinals: the one place they are defined.
@@ -138,6 +143,7 @@ impl Sequencer {
 
 /// Builds a [`Trace`] event by event in global order.
 pub struct TraceBuilder {
+    recorded: bool,
     pm: Vec<PmRange>,
     labels: Vec<String>,
     label_ids: FxHashMap<String, u32>,
@@ -148,6 +154,7 @@ pub struct TraceBuilder {
 impl TraceBuilder {
     pub fn new(threads: usize) -> TraceBuilder {
         TraceBuilder {
+            recorded: false,
             pm: Vec::new(),
             labels: Vec::new(),
             label_ids: FxHashMap::default(),
@@ -211,7 +218,7 @@ impl TraceBuilder {
 
     pub fn finish(self) -> Trace {
         let pm = if self.pm.is_empty() { vec![crate::DEFAULT_PM] } else { self.pm };
-        Trace { pm, labels: self.labels, threads: self.threads }
+        Trace { pm, labels: self.labels, threads: self.threads, recorded: self.recorded }
     }
 }
 
@@ -235,5 +242,8 @@ impl EventSink for TraceBuilder {
     }
     fn num_events(&self) -> u64 {
         self.seq.next_gid()
+    }
+    fn recorded_program(&mut self) {
+        self.recorded = true;
     }
 }
