@@ -864,7 +864,11 @@ def parser() -> argparse.ArgumentParser:
     )
     tl.add_argument("file", help="trace file (a program's, from 'pmsim trace record')")
     tl.add_argument(
-        "--max", type=int, default=10, metavar="N", help="name at most N unpersisted stores (default 10)"
+        "--max",
+        type=_int_at_least(0, 1_000_000),
+        default=10,
+        metavar="N",
+        help="name at most N unpersisted stores (default 10)",
     )
     tl.add_argument("--json", action="store_true", help="print JSON")
     tl.add_argument(

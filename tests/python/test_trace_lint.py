@@ -101,7 +101,7 @@ def test_bad_input_is_one_clear_message(tmp_path):
     for args, words in [
         ((tmp_path / "missing.trace",), "no such file"),
         ((bad,), "bad.trace"),
-        ((bad, "--max", "-1"), "max_stores"),
+        ((bad, "--max", "-1"), "argument --max"),
     ]:
         r = pmsim_cli("trace", "lint", *args)
         assert r.returncode == 2 and r.stdout == "", r  # 1 means findings: an error is not one
