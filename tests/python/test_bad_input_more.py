@@ -10,25 +10,6 @@ from pathlib import Path
 import pytest
 from test_cli_errors import assert_clean_error
 
-OK_TRACE = """\
-# pmsim trace v1
-threads 2
-pm 0x100000000 0x400000000
-T0 begin op
-T0 store 0x100000000 8 2a
-T0 ofence
-T1 acquire 0x2000
-T1 load 0x100000000 8
-T0 end op
-"""
-
-
-@pytest.fixture
-def ok_trace(tmp_path: Path) -> Path:
-    p = tmp_path / "ok.trace"
-    p.write_text(OK_TRACE)
-    return p
-
 
 @pytest.fixture
 def two_configs(tmp_path: Path) -> tuple[Path, Path]:
@@ -41,11 +22,11 @@ def two_configs(tmp_path: Path) -> tuple[Path, Path]:
 # --- F1: crash --random N is bounded (the core keeps one u64 per instant) ----------------------
 
 
-def test_crash_random_beyond_the_maximum_is_a_usage_error(cli, ok_trace):
+def test_crash_random_beyond_the_maximum_is_a_usage_error(cli, sample_trace):
     import pmsim.api
 
     assert pmsim.api.MAX_RANDOM_INSTANTS == 100_000_000
-    args = ["crash", "--trace", ok_trace, "--design", "baseline", "-q"]
+    args = ["crash", "--trace", sample_trace, "--design", "baseline", "-q"]
     for n in ("99999999999999", "100000001"):
         line = assert_clean_error(cli(*args, "--random", n), mentions=["--random", "100000000", "--every"])
         assert "memory allocation" not in line
@@ -56,12 +37,12 @@ def test_crash_random_beyond_the_maximum_is_a_usage_error(cli, ok_trace):
     assert "100000000" in cli("crash", "--help").stdout
 
 
-def test_python_crash_random_beyond_the_maximum_is_a_pmsim_error(ok_trace):
+def test_python_crash_random_beyond_the_maximum_is_a_pmsim_error(sample_trace):
     # In a child process: before the fix the core aborted the interpreter (out of memory).
     code = (
         "import pmsim\n"
         "try:\n"
-        f"    pmsim.crash('baseline', trace={str(ok_trace)!r}, random=99999999999999)\n"
+        f"    pmsim.crash('baseline', trace={str(sample_trace)!r}, random=99999999999999)\n"
         "except pmsim.PmsimError as e:\n"
         "    print('PmsimError:', e)\n"
     )
@@ -191,9 +172,9 @@ def _calls(trace: str, tmp: Path) -> list[tuple[str, object, list[str]]]:
     ]
 
 
-def test_python_api_wrong_types_are_pmsim_errors_naming_the_argument(tmp_path, ok_trace):
+def test_python_api_wrong_types_are_pmsim_errors_naming_the_argument(tmp_path, sample_trace):
     failures = []
-    for name, call, mentions in _calls(str(ok_trace), tmp_path):
+    for name, call, mentions in _calls(str(sample_trace), tmp_path):
         try:
             call()
         except Exception as e:  # noqa: BLE001 - the test is which exception

@@ -111,13 +111,13 @@ pub(crate) fn add_edges(
     for (t, s) in trace.threads.iter().enumerate() {
         let mut point: Option<NodeId> = None;
         let mut now = 0u64; // latest perform time of this thread's nodes so far
-        let mut flushed: Vec<(u64, u32, u64, u64)> = Vec::new(); // line, prog, gid, now
+        let mut flushed: Vec<(u64, u32, u64)> = Vec::new(); // line, prog, lower bound of its time
         let mut nt: Vec<NodeId> = Vec::new();
         for (i, e) in s.events.iter().enumerate() {
             match e.kind {
                 Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
                     if trace.is_pm(e.addr) {
-                        flushed.push((e.addr / LINE_BYTES, i as u32, e.gid, now));
+                        flushed.push((e.addr / LINE_BYTES, i as u32, now));
                     }
                     continue;
                 }
@@ -141,7 +141,7 @@ pub(crate) fn add_edges(
                 }
             }
             if is_fence {
-                for &(line, prog, _, ftime) in &flushed {
+                for &(line, prog, ftime) in &flushed {
                     let Some(list) = line_stores.get(&line) else { continue };
                     let covered = list.iter().rev().find(|&&m| {
                         let mn = &nodes[m as usize];

@@ -595,41 +595,14 @@ mod tests {
         let e = c.set("mc.count", "-1").unwrap_err().to_string();
         assert!(e.contains("mc.count") && e.contains("expected an integer >= 0") && !e.contains("usize"), "{e}");
         // Mistakes of the file's structure, in its own terms.
-        let e = Config::from_toml_str(
-            "t.toml",
-            "[mcx]
-count = 2
-",
-        )
-        .unwrap_err()
-        .to_string();
+        let toml_err = |src: &str| Config::from_toml_str("t.toml", src).unwrap_err().to_string();
+        let e = toml_err("[mcx]\ncount = 2\n");
         assert!(e.starts_with("t.toml:1: unknown section `mcx`"), "{e}");
-        let e = Config::from_toml_str(
-            "t.toml",
-            "count = 2
-[mc]
-",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = toml_err("count = 2\n[mc]\n");
         assert!(e.starts_with("t.toml:1: count: a parameter outside any [section]: sections are `core`"), "{e}");
-        let e = Config::from_toml_str(
-            "t.toml",
-            "[[mc]]
-count = 2
-",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = toml_err("[[mc]]\ncount = 2\n");
         assert!(e.starts_with("t.toml:1: [[mc]] is an array of tables; parameters go in one table, [mc]"), "{e}");
-        let e = Config::from_toml_str(
-            "t.toml",
-            "[pm]
-write_ns = 1979-05-27
-",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = toml_err("[pm]\nwrite_ns = 1979-05-27\n");
         assert!(e.starts_with("t.toml:2: pm.write_ns: invalid type: a table or date-time, expected a number"), "{e}");
     }
 

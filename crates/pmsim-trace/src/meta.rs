@@ -23,14 +23,19 @@ pub fn recorded(meta: &[(String, String)]) -> bool {
     meta.iter().any(|(k, v)| k == "tool" && v.starts_with(RECORDER))
 }
 
+/// Whether one `key=value` metadata line is the `tool` of a recorded program.
+fn is_recorder(line: &str) -> bool {
+    line.strip_prefix("tool=").is_some_and(|v| v.starts_with(RECORDER))
+}
+
 /// [`recorded`] over a binary trace's raw META records (`key=value` lines).
 pub(crate) fn recorded_records(records: &[String]) -> bool {
-    records.iter().flat_map(|r| r.lines()).any(|l| l.strip_prefix("tool=").is_some_and(|v| v.starts_with(RECORDER)))
+    records.iter().flat_map(|r| r.lines()).any(is_recorder)
 }
 
 /// Whether a text trace's comment line is the `tool` metadata of a recorded program.
 pub fn is_recorder_line(comment: &str) -> bool {
-    comment.strip_prefix("# meta tool=").is_some_and(|v| v.starts_with(RECORDER))
+    comment.strip_prefix("# meta ").is_some_and(is_recorder)
 }
 
 /// The key whose presence marks a trace as incomplete; its value says why.
