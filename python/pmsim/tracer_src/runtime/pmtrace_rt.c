@@ -138,7 +138,9 @@ struct pend {
   const char *label;
   uint8_t value[64];
 };
-#define MAX_PEND 4096
+/* Lazily mmap'ed, committed page by page as used: a handler storm while its thread sits in a slow
+ * write of the trace (a loaded host) must not outgrow it. */
+#define MAX_PEND (1u << 18)
 static __thread struct pend *t_pend;
 static __thread uint32_t t_pend_n; /* records appended (atomic: a nested handler appends too) */
 static __thread uint32_t t_pend_done;
@@ -564,7 +566,7 @@ static void defer_from(unsigned what, unsigned kind, const void *addr, uint64_t 
     unsigned n = (unsigned)(size > 64 ? 64 : size);
     uint32_t i = __atomic_fetch_add(&t_pend_n, 1, __ATOMIC_SEQ_CST);
     if (i >= MAX_PEND)
-      die("a signal handler made more than 4096 traced accesses while its thread was inside the tracer");
+      die("a signal handler made more than 262144 traced accesses while its thread was inside the tracer");
     struct pend *r = &t_pend[i];
     r->what = (uint8_t)what;
     r->kind = (uint8_t)kind;
