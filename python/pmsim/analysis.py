@@ -197,6 +197,7 @@ def _bench(a: argparse.Namespace, params: dict[str, str]) -> int:
         if trace is None:
             trace = str(Path(tmp) / "bench.bin")
             _core.trace_generate(a.workload, params, trace, True, True)
+        rows = []
         for model in ("strict", "epoch", "strand", "all"):
             best = None
             for _ in range(3):
@@ -211,7 +212,14 @@ def _bench(a: argparse.Namespace, params: dict[str, str]) -> int:
                 dt = time.perf_counter() - t0
                 best = dt if best is None else min(best, dt)
             ev = r[0]["events"]
-            print(f"{model:>7}: {ev} events in {best:.3f} s = {ev / best / 1e6:.1f} M events/s (best of 3)")
+            rows.append({"model": model, "events": ev, "host_seconds": best, "events_per_s": ev / best})
+            if not a.json:
+                print(
+                    f"{model:>7}: {ev} events in {best:.3f} s = {ev / best / 1e6:.1f} M events/s (best of 3)"
+                )
+    if a.json:
+        # One object keyed by model, as `analyze --json` over several models.
+        print(json.dumps({r["model"]: r for r in rows}))
     return 0
 
 

@@ -192,7 +192,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     seen: dict[str, str] = {}
     params = _kv(a.param, "parameter", seen)
     params.update(_kv(a.set, "--set", seen))
-    designs = a.designs.split(",") if a.designs else [d for d, _ in api.designs()]
+    designs = _name_list(a.designs, "--designs") if a.designs is not None else [d for d, _ in api.designs()]
     if a.trace:
         df = _compare_trace(a, designs)
     else:
@@ -223,6 +223,17 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
         write_table(df, a.output)
     return 0
+
+
+def _name_list(value: str, option: str) -> list[str]:
+    """A comma-separated list of names, each once; an empty name is a mistake, not "all"."""
+    names = [x.strip() for x in value.split(",")]
+    if not all(names):
+        raise PmsimError(f"{option} '{value}': an empty name (give comma-separated names)")
+    twice = sorted({x for x in names if names.count(x) > 1})
+    if twice:
+        raise PmsimError(f"{option} '{value}': {', '.join(twice)} given more than once")
+    return names
 
 
 def _compare_trace(a: argparse.Namespace, designs: list[str]):
@@ -279,7 +290,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     fixed.update(_kv(a.set, "--set", seen))
     # Numbers are numbers in the table (sorting, plotting), as from the Python API's grid.
     grid = {k: [_grid_value(x) for x in v.split(",")] for k, v in _kv(a.grid, "--grid", seen).items()}
-    jobs = jobs_for(a.designs.split(","), a.workloads.split(","), grid, config=a.config, **fixed)
+    designs, workloads = _name_list(a.designs, "--designs"), _name_list(a.workloads, "--workloads")
+    jobs = jobs_for(designs, workloads, grid, config=a.config, **fixed)
     scheduler = None
     cluster = None
     if a.scheduler:

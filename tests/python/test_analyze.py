@@ -181,6 +181,11 @@ def test_bench_reports_events_per_second(trace):
     lines = r.stdout.splitlines()
     assert [x.split(":")[0].strip() for x in lines] == ["strict", "epoch", "strand", "all"]
     assert all("13 events" in x and "M events/s" in x for x in lines)
+    r = pmsim_cli("analyze", "--trace", trace, "--bench", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert list(out) == ["strict", "epoch", "strand", "all"]
+    assert all(o["events"] == 13 and o["events_per_s"] > 0 for o in out.values())
 
 
 def test_nested_operations_are_counted_as_the_timing_engine_counts_them(tmp_path):

@@ -49,6 +49,7 @@ def test_reproduce_asap_quick(cli, tmp_path: Path):
         "durable_every=16",
         "xpbuffer_lines=256",
         "xpbuffer_lines=256, durable_every=16",
+        "dep_epoch=current",
     ]
     assert (sens["baseline"] == 1.0).all()
     # the default row is Fig 8's own runs: the same geomeans
@@ -73,14 +74,19 @@ def test_reproduce_asap_quick(cli, tmp_path: Path):
     assert hops.is_monotonic_increasing and asap.is_monotonic_increasing
     assert (d / "fig10_scaling.png").read_bytes()[:8] == PNG
     assert (d / "fig10_scaling.md").read_text().startswith("| threads |")
-    # Under pmsim's defaults, geomean: hops < asap <= eadr and asap above the baseline. HOPS
-    # itself is about the baseline's speed (quick scale 1.00 / 1.03, full scale 0.95 / 0.96 for
-    # EP / RP: docs/asap-results.md), not above it as in the paper, so that is not asserted;
-    # a HOPS far below the baseline would be a regression.
+    # Under pmsim's defaults, geomean: baseline < hops < asap <= eadr (quick scale 1.19 / 1.25
+    # HOPS, 1.20 / 1.28 ASAP for EP / RP; full scale 1.20 / 1.27 and 1.20 / 1.31:
+    # docs/asap-results.md). ASAP-EP leads HOPS-EP by under 1% at either scale (the paper: 37%),
+    # so EP is held only to "not behind by more than 2%"; ASAP-RP's lead is 3%.
     g = fig8.loc["geomean"]
     for model in ("ep", "rp"):
-        assert 0.9 < g[f"hops-{model}"] < g[f"asap-{model}"] <= g["eadr"], g
-        assert g[f"asap-{model}"] > 1.1, g
+        assert 1.1 < g[f"hops-{model}"] and 1.1 < g[f"asap-{model}"] <= g["eadr"], g
+    assert g["hops-ep"] < 1.02 * g["asap-ep"], g
+    assert g["hops-rp"] < g["asap-rp"], g
+    # The paper's dependency rule (wait for the source's current epoch) costs HOPS far more than
+    # ASAP, whose CDR messages resolve a dependency without polling.
+    sens_hops, sens_asap = sens.loc["dep_epoch=current", "hops-rp"], sens.loc["dep_epoch=current", "asap-rp"]
+    assert sens_hops < 0.9 * g["hops-rp"] and sens_asap > 0.95 * g["asap-rp"], (sens_hops, sens_asap)
     # ablation: default row, each switch cumulatively and alone, and the dfence frequency
     abl = pd.read_csv(d / "ablation.csv", index_col=0)
     assert abl.index[0] == "default" and (abl["baseline"] == 1.0).all()

@@ -99,11 +99,10 @@ impl Analyzer {
         &mut self.threads[t]
     }
 
-    /// Bytes an event accesses: acquire/release are 8-byte accesses (docs/design.md §8).
+    /// Bytes an event accesses (an acquire/release its SIZE, 8 by default: docs/design.md §8).
     #[inline(always)]
     fn span(ev: &Event) -> (u64, u64) {
         let size = match ev.kind {
-            Kind::Acquire | Kind::Release => 8,
             Kind::RdmaPwrite => ev.data.max(1),
             _ => (ev.size as u64).max(1),
         };

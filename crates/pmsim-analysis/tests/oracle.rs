@@ -52,11 +52,11 @@ fn random_trace(seed: u64) -> (usize, Vec<Ev>) {
             7 => Event::new(Kind::Dfence),
             8 => Event::new(Kind::Strand),
             9 => Event::mem(Kind::Rmw, addr & !7, 8),
-            10 => Event::mem(Kind::Acquire, addr & !7, 0),
-            _ => Event::mem(Kind::Release, addr & !7, 0),
+            // SIZE as the trace gives it: any width, not only the default 8.
+            10 => Event::mem(Kind::Acquire, addr, size),
+            _ => Event::mem(Kind::Release, addr, size),
         };
         let (lo, hi) = match ev.kind {
-            Kind::Acquire | Kind::Release => (ev.addr, ev.addr + 7),
             Kind::Ofence | Kind::Dfence | Kind::Strand => (0, 0),
             _ => (ev.addr, ev.addr + ev.size as u64 - 1),
         };
@@ -170,7 +170,6 @@ fn rebuild_at(evs: &[Ev], threads: usize, base: u64) -> (Trace, String) {
                 format!("T{t} {}\n", e.kind.name())
             }
             Kind::Clwb => format!("T{t} clwb {:#x}\n", e.ev.addr),
-            Kind::Acquire | Kind::Release => format!("T{t} {} {:#x}\n", e.kind.name(), e.ev.addr),
             _ => format!("T{t} {} {:#x} {}\n", e.kind.name(), e.ev.addr, e.ev.size),
         };
         b.push(t, e.ev, None);

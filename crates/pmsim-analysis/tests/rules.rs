@@ -100,6 +100,13 @@ fn locks_order_persists_through_acquire_and_release() {
     // An rmw is a load and a store: it reads the release and orders the next persist.
     let t = "T0 store PA 8\nT0 ofence\nT0 release LK\nT1 rmw LK 8 1\nT1 ofence\nT1 store PB 8\n";
     assert_eq!(cp(t, Model::Epoch), 2);
+    // An acquire reads, and a release writes, its SIZE bytes (8 by default): a 16-byte acquire
+    // reads PA1, written by T0, so T1's store after its barrier follows T0's (path 2).
+    let t = "T0 store PA1 8\nT1 acquire PA 16\nT1 ofence\nT1 store PB 8\n";
+    assert_eq!(cp(t, Model::Epoch), 2);
+    // A 4-byte release inside one word is one persist; a 16-byte one two.
+    assert_eq!(run("T0 release 0x100000004 4\n", Model::Epoch), (1, 1));
+    assert_eq!(run("T0 release PA 16\n", Model::Epoch), (1, 2));
     // A release in PM is itself a persist.
     let t = "T0 release PA\nT0 ofence\nT0 store PB 8\n";
     assert_eq!(run(t, Model::Epoch), (2, 2));

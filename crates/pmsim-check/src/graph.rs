@@ -279,8 +279,8 @@ impl Graph {
         let mut dfence_boundary: FxHashMap<u64, (u16, u32, usize)> = FxHashMap::default();
         // A legacy x86 trace checked against EP/RP/strict: its `sfence`/`mfence` are read as
         // every design that promises those models on such a trace maps them (docs/design.md §3):
-        // a barrier, and a durable one (a dfence) when its thread flushed some line since its
-        // previous sfence/mfence.
+        // a barrier, and a durable one (a dfence) when its thread flushed some line (or made a
+        // non-temporal store to PM) since its previous sfence/mfence.
         let legacy = model != Model::X86 && trace.dialect() == pmsim_trace::Dialect::X86;
         for (t, s) in trace.threads.iter().enumerate() {
             let mut epoch = 0u32;
@@ -324,6 +324,8 @@ impl Graph {
                     nodes.push(Node { acq, ..base });
                     gid_node.insert(e.gid, id);
                     thread_nodes[t].push(id);
+                    // x86 persists a non-temporal store at the next sfence, as a flushed line.
+                    flushed |= e.kind == Kind::NtStore && trace.is_pm(e.addr);
                     if model == Model::X86 && matches!(e.kind, Kind::Rmw | Kind::Release) {
                         // x86: the fence point of a locked instruction, apart from its own store
                         // (which no flush covers, so later stores must not require it).

@@ -229,3 +229,26 @@ fn a_flush_captures_what_performed_before_its_bound_in_the_run() {
         passes_baseline_but_not_its_early_sfence(trace, body);
     }
 }
+
+#[test]
+fn a_non_temporal_store_is_durable_at_its_threads_next_sfence_under_every_design() {
+    // x86 persists a PM ntstore at the thread's next sfence, as a flushed line: every design
+    // must map that sfence to a durability point (HOPS and ASAP once took only a flush to mean
+    // it; a tester's finding), and the checker demands it under either reading of the fences.
+    let mut s = String::from("# pmsim trace v1\nthreads 2\n");
+    for i in 0..8u64 {
+        writeln!(s, "T0 ntstore {:#x} 8 {:x}\nT0 sfence", 0x1_0000_0000u64 + 64 * i, i + 1).unwrap();
+        writeln!(s, "T1 ntstore {:#x} 8 {:x}\nT1 compute 50\nT1 sfence", 0x1_0001_0040u64 + 128 * i, i + 1).unwrap();
+    }
+    let trace = pmsim_trace::text::parse_str("nt", &s).unwrap();
+    for d in ["baseline", "eadr", "bbb", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "delegated", "broi"] {
+        for model in [None, Some(Model::X86)] {
+            let r = crash_every(trace.clone(), d, Config::default(), model);
+            assert!(r.images > 0 && r.failures.is_empty(), "{d} {model:?}: {:?}", r.failures.first());
+        }
+    }
+    // A baseline whose sfence does not wait for the write-combining buffer is caught under the
+    // RP reading of the fences too, not only under x86: the sfence demands durability.
+    let r = crash_every(trace, "broken-baseline-no-sfence-stall", Config::default(), Some(Model::Rp));
+    assert!(!r.failures.is_empty(), "not caught in {} images", r.images);
+}

@@ -142,6 +142,7 @@ config! {
     }
     et: EtCfg {
         entries: usize = 32, "entries", @int(1, 4096), "epoch table per core (ASAP)";
+        dep_epoch: String = "writer".into(), "name", @one_of(&["writer", "current"]), "which epoch of the source a cross-thread dependency waits for (HOPS, ASAP): writer (the epoch of the source's conflicting access, or the last one up to the release an acquire synchronises with; none if it has committed: design.md §6, each private line tagged with its last write's epoch) | current (the source's current epoch, closed then, whenever another core's access conflicts: the papers' 'replies with the data and current epoch number')";
     }
     rt: RtCfg {
         entries: usize = 32, "records", @int(1, 1 << 16), "recovery table per MC (ASAP undo + delay records)";
@@ -155,7 +156,7 @@ config! {
         entry_slots: usize = 8, "requests", @int(1, 4096), "requests buffered per thread at the MC side (a BROI entry's units; the delegated baseline gets the same buffer)";
         barrier_regs: usize = 2, "registers", @int(1, 4096), "barrier index registers per BROI entry: at most this many barriers (so regs+1 epochs) buffered per thread";
         remote_entries: usize = 2, "entries", @int(1, 64), "remote BROI entries (one per RDMA channel)";
-        remote_threads: usize = 0, "cores", @int(0, 63), "the last this-many cores' persists enter the remote BROI queue instead of a local entry (the hybrid mode's remote-style stream); at most broi.remote_entries and below the run's cores (core.count raised to the trace's threads)";
+        remote_threads: usize = 0, "cores", @int(0, 63), "the trace's last this-many threads' persists enter the remote BROI queue instead of a local entry (the hybrid mode's remote-style stream); at most broi.remote_entries and below the trace's threads";
         starvation_ns: f64 = 2000.0, "ns", @LATENCY_NS, "a remote request blocked this long is scheduled ahead of local ones (starvation threshold)";
         remote_low_util_pct: f64 = 50.0, "%", @num(0.0, 100.0), "remote requests go to a bank with no local candidate only while the MC write queue is below this occupancy";
         step_ns: f64 = 0.4, "ns", @LATENCY_NS, "latency of one scheduling step (the seed's synthesised controller: 0.4 ns)";

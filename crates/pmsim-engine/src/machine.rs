@@ -349,6 +349,8 @@ pub struct SyncAddr {
     pub released: u32,
     /// Core that performed the last release or rmw on it.
     pub last_releaser: Option<u16>,
+    /// When the last release or rmw on it performed (ps).
+    pub released_at: u64,
     /// When the last release or rmw on it finished taking its line (ps): the next one cannot
     /// take the line from its core before then, so contended rmws serialise on the transfers.
     pub line_free_at: u64,

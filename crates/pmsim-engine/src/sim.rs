@@ -82,11 +82,11 @@ impl Simulator {
         cfg.core.count = cfg.core.count.max(threads);
         // Checked here, not with the rest of the configuration: the cores a run has are
         // core.count raised to the trace's threads, known only now.
-        if cfg.broi.remote_threads >= cfg.core.count {
+        if cfg.broi.remote_threads >= threads {
             return Err(SimError::Setup(format!(
-                "parameter 'broi.remote_threads': must be below the number of cores ({}: core.count, raised to \
-                 the trace's {threads} threads), got {}",
-                cfg.core.count, cfg.broi.remote_threads
+                "parameter 'broi.remote_threads': the remote-style stream is the trace's last threads and must \
+                 leave one local, so it must be below the trace's {threads} threads, got {}",
+                cfg.broi.remote_threads
             )));
         }
         let mut m = Machine::new(&cfg, pm, record);
@@ -102,6 +102,8 @@ impl Simulator {
             sources.into_iter().map(|src| Cursor { src, chunk: Chunk::default(), pos: 0, exhausted: false }).collect();
         let watchdog_ps = cfg.watchdog_ps();
         let net = crate::net::Net::new(&cfg);
+        let mut design = design;
+        design.set_threads(threads);
         Ok(Simulator {
             m,
             design,
@@ -502,6 +504,7 @@ impl Simulator {
         if let Some(line_free_at) = releases {
             s.released += 1;
             s.last_releaser = Some(c as u16);
+            s.released_at = self.m.now;
             s.line_free_at = line_free_at;
         }
         let now = self.m.now;
@@ -544,8 +547,11 @@ impl Simulator {
     fn perform_head(&mut self, c: usize, head: &SbEntry) -> u64 {
         let line = head.addr & !(LINE_BYTES - 1);
         let now = self.m.now;
-        let acc =
-            if head.kind == Kind::NtStore { self.m.hier.nt_store(c, line) } else { self.m.hier.store(c, line, now) };
+        let acc = if head.kind == Kind::NtStore {
+            self.m.hier.nt_store(c, line, now)
+        } else {
+            self.m.hier.store(c, line, now)
+        };
         let lat = self.finish_access(line, acc);
         self.dispatch_side_effects(c);
         if head.kind == Kind::Rmw {

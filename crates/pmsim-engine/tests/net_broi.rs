@@ -216,25 +216,27 @@ fn a_remote_entry_shared_with_a_remote_style_core_serves_both() {
 }
 
 #[test]
-fn remote_style_cores_count_from_the_cores_the_run_has() {
-    // core.count is raised to the trace's threads, so `broi.remote_threads` is checked against
-    // the cores a run has: 2 configured, 4 threads, the last 2 remote-style.
+fn remote_style_cores_are_the_traces_last_threads() {
+    // `broi.remote_threads` counts the trace's threads, whatever core.count says: 2 configured
+    // (raised to 4 threads) or 8 (4 of them idle), the last n threads are remote-style.
     let mut src = String::from("# pmsim trace v1\nthreads 4\n");
     for t in 0..4u64 {
         for i in 0..5u64 {
             src.push_str(&format!("T{t} store {:#x} 8 {:x}\nT{t} ofence\n", BASE + t * 0x10_0000 + i * 64, i + 1));
         }
     }
-    let remote = |n: &str| {
-        let c = banked(&[("core.count", "2"), ("broi.remote_entries", "4"), ("broi.remote_threads", n)]);
-        RunStats::collect(&run(&src, &c, "broi")).design_stats["broi_remote_picks"]
-    };
-    assert_eq!(remote("1"), 5.0);
-    assert_eq!(remote("2"), 10.0);
-    assert_eq!(remote("3"), 15.0);
-    // Every core remote-style leaves no local one: refused, naming the cores the run has.
-    let c = banked(&[("core.count", "2"), ("broi.remote_entries", "4"), ("broi.remote_threads", "4")]);
+    for cores in ["2", "8"] {
+        let remote = |n: &str| {
+            let c = banked(&[("core.count", cores), ("broi.remote_entries", "4"), ("broi.remote_threads", n)]);
+            RunStats::collect(&run(&src, &c, "broi")).design_stats["broi_remote_picks"]
+        };
+        assert_eq!(remote("1"), 5.0, "{cores} cores");
+        assert_eq!(remote("2"), 10.0, "{cores} cores");
+        assert_eq!(remote("3"), 15.0, "{cores} cores");
+    }
+    // Every thread remote-style leaves no local one: refused, naming the trace's threads.
+    let c = banked(&[("core.count", "8"), ("broi.remote_entries", "4"), ("broi.remote_threads", "4")]);
     let t = Arc::new(parse_str("t", &src).unwrap());
     let err = simulator(&t, &c, "broi", false, false).err().expect("refused").to_string();
-    assert!(err.contains("broi.remote_threads") && err.contains("(4: core.count"), "{err}");
+    assert!(err.contains("broi.remote_threads") && err.contains("the trace's 4 threads"), "{err}");
 }

@@ -584,19 +584,33 @@ pub fn is_binary(path: &std::path::Path) -> bool {
     std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut m)).is_ok() && &m == MAGIC
 }
 
-/// Reads either format, deciding by content. A pipe or device (`/dev/stdin`) is read whole
-/// first, since it can be read only once.
+/// Reads either format, deciding by content. A pipe or device (`/dev/stdin`) can be read only
+/// once: its first bytes decide; a binary trace is then read whole (its reader seeks), a text
+/// one streamed, and anything else refused at once rather than after reading it all (a
+/// `/dev/zero` never ends).
 pub fn read_any(path: &std::path::Path) -> Result<Trace, TraceError> {
     let name = path.display().to_string();
     let regular = std::fs::metadata(path).map_err(|e| TraceError::io(&name, e))?.is_file();
     if !regular {
-        let mut bytes = Vec::new();
-        std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(|e| TraceError::io(&name, e))?;
-        return if bytes.starts_with(MAGIC) {
-            read(&name, std::io::Cursor::new(bytes))
-        } else {
-            crate::text::read(&name, std::io::Cursor::new(bytes))
-        };
+        const TEXT_HEADER: &[u8] = b"# pmsim trace v1";
+        const BOM: &[u8] = b"\xEF\xBB\xBF";
+        let mut f = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
+        let mut head = Vec::with_capacity(BOM.len() + TEXT_HEADER.len());
+        (&mut f)
+            .take((BOM.len() + TEXT_HEADER.len()) as u64)
+            .read_to_end(&mut head)
+            .map_err(|e| TraceError::io(&name, e))?;
+        if head.starts_with(MAGIC) {
+            f.read_to_end(&mut head).map_err(|e| TraceError::io(&name, e))?;
+            return read(&name, std::io::Cursor::new(head));
+        }
+        let text = head.strip_prefix(BOM).unwrap_or(&head);
+        let n = text.len().min(TEXT_HEADER.len());
+        if text[..n] != TEXT_HEADER[..n] {
+            // Not a trace: the text reader names what the first line must be, from these bytes.
+            return crate::text::read(&name, std::io::Cursor::new(head));
+        }
+        return crate::text::read(&name, std::io::BufReader::new(std::io::Cursor::new(head).chain(f)));
     }
     if is_binary(path) {
         read_path(path)

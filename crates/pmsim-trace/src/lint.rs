@@ -297,6 +297,10 @@ pub fn lint_trace(trace: &crate::Trace, max: usize) -> LintReport {
 
 /// Lints a trace file: binary traces are streamed in global order, text traces read first.
 pub fn lint_file(path: &std::path::Path, max: usize) -> Result<LintReport, crate::TraceError> {
+    // A pipe or device can be read once only (probing its format would eat its first bytes).
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(lint_trace(&crate::binary::read_any(path)?, max));
+    }
     if !crate::binary::is_binary(path) {
         return Ok(lint_trace(&crate::text::read_path(path)?, max));
     }

@@ -56,6 +56,8 @@ SENSITIVITY = {
     "durable_every=16": {"durable_every": 16},
     "xpbuffer_lines=256": {"pm_xpbuffer_lines": 256},
     "xpbuffer_lines=256, durable_every=16": {"pm_xpbuffer_lines": 256, "durable_every": 16},
+    # The ASAP paper's dependency rule: wait for the source's current epoch, whatever it holds.
+    "dep_epoch=current": {"et_dep_epoch": "current"},
 }
 SENSITIVITY_DESIGNS = ["baseline", "hops-rp", "asap-rp", "eadr"]
 BW_THREADS = [1, 4]

@@ -2,10 +2,13 @@
 //! share, with the two flushing policies side by side.
 //!
 //! Stores enter the core's persist buffer (PB) tagged with the current epoch. Epochs end at
-//! `ofence`/`dfence`; under epoch persistency also at every cross-core conflict seen by the
-//! directory (both cores start new epochs and the requester's depends on the source's), under
-//! release persistency around every release and after every acquire that synchronises with
-//! another core's release (the acquirer's later epochs depend on the releaser's).
+//! `ofence`/`dfence`; under epoch persistency also at a cross-core conflict seen by the
+//! directory whose source access belongs to an epoch not yet committed (the requester starts a
+//! new epoch depending on that one; the source closes it if it is still open), under release
+//! persistency around every release and after an acquire that synchronises with another core's
+//! release whose epochs have not all committed. A dependency on an epoch that already committed
+//! orders nothing, so none is made (`et.dep_epoch = "current"`: the source's current epoch
+//! instead, as the ASAP paper describes it, which orders far more).
 //!
 //! - **HOPS** flushes conservatively: only entries of the oldest unpersisted epoch, and only
 //!   once its cross-thread dependencies are seen resolved in the global timestamp register,
@@ -81,6 +84,9 @@ struct Dep {
 #[derive(Clone, Debug)]
 struct Epoch {
     ts: u64,
+    /// When the epoch opened (ps): an access performed at or after this, and before the next
+    /// epoch opened, belongs to it.
+    opened_at: u64,
     /// PB entries of this epoch not yet acknowledged.
     pending: u32,
     stores: u32,
@@ -98,9 +104,10 @@ impl Epoch {
         self.stores > 0 || !self.deps.is_empty()
     }
 
-    fn new(ts: u64) -> Epoch {
+    fn new(ts: u64, opened_at: u64) -> Epoch {
         Epoch {
             ts,
+            opened_at,
             pending: 0,
             stores: 0,
             closed: false,
@@ -126,6 +133,10 @@ struct CoreP {
     et: VecDeque<Epoch>,
     next_ts: u64,
     committed_upto: u64,
+    /// Under RP, this core's releases whose epochs have not all committed: (when the release
+    /// performed, the last epoch holding its accesses up to the release, its own write
+    /// included). An acquire that synchronises with one waits for that epoch.
+    releases: VecDeque<(u64, u64)>,
     /// (epoch ts of mine, dependent core) waiting for my commit.
     dependents: Vec<(u64, u16)>,
     flush_scheduled: bool,
@@ -220,6 +231,8 @@ pub struct Buffered {
     delay_through_wpq: bool,
     poll_ps: u64,
     poll_access_ps: u64,
+    /// `et.dep_epoch = "current"`: a dependency waits for the source's current epoch.
+    dep_on_current: bool,
     c: Counters,
     /// Scratch of `next_flush` (kept to avoid an allocation per flush tick).
     blockers: Vec<u64>,
@@ -237,9 +250,10 @@ impl Buffered {
             cores: (0..n)
                 .map(|_| CoreP {
                     pb: PersistBuffer::new(cfg.pb.entries),
-                    et: VecDeque::from([Epoch::new(1)]),
+                    et: VecDeque::from([Epoch::new(1, 0)]),
                     next_ts: 2,
                     committed_upto: 0,
+                    releases: VecDeque::new(),
                     dependents: Vec::new(),
                     flush_scheduled: false,
                     nack_until: None,
@@ -271,6 +285,7 @@ impl Buffered {
             delay_through_wpq: cfg.rt.delay_through_wpq,
             poll_ps: cfg.hops.poll_cycles * cyc,
             poll_access_ps: cfg.hops.access_cycles * cyc,
+            dep_on_current: cfg.et.dep_epoch == "current",
             c: Counters::default(),
             blockers: Vec::new(),
         }
@@ -300,7 +315,7 @@ impl Buffered {
         core.et.back_mut().expect("current epoch").closed = true;
         let ts = core.next_ts;
         core.next_ts += 1;
-        core.et.push_back(Epoch::new(ts));
+        core.et.push_back(Epoch::new(ts, m.now));
         self.c.epochs += 1;
         self.progress(m, c);
         true
@@ -319,6 +334,20 @@ impl Buffered {
         } else {
             cur.ts - 1
         };
+        (ts > self.cores[s].committed_upto).then_some(ts)
+    }
+
+    /// The epoch of `s` a dependent of its access performed at `at` must wait for: the one the
+    /// access belongs to (the last opened at or before `at`; at a tie, the later one, which
+    /// orders more), or [`Self::dep_target`] if that is the open one. None if it has committed:
+    /// the access's epoch, and every earlier one, is durable, so there is nothing to order.
+    fn dep_target_at(&mut self, m: &mut Machine, s: usize, at: u64) -> Option<u64> {
+        let et = &self.cores[s].et;
+        let i = et.iter().rposition(|e| e.opened_at <= at)?;
+        if i + 1 == et.len() {
+            return self.dep_target(m, s);
+        }
+        let ts = et[i].ts;
         (ts > self.cores[s].committed_upto).then_some(ts)
     }
 
@@ -523,11 +552,14 @@ impl Buffered {
         let core = &mut self.cores[c];
         let Some(e) = core.et.pop_front() else { return };
         core.committed_upto = e.ts;
+        while core.releases.front().is_some_and(|&(_, upto)| upto <= e.ts) {
+            core.releases.pop_front();
+        }
         m.note("commit", c, e.ts);
         if core.et.is_empty() {
             let ts = core.next_ts;
             core.next_ts += 1;
-            core.et.push_back(Epoch::new(ts));
+            core.et.push_back(Epoch::new(ts, m.now));
         }
         if core.nack_until.is_some_and(|n| n <= e.ts) {
             core.nack_until = None;
@@ -1067,6 +1099,8 @@ impl super::Design for Buffered {
 
     fn on_store(&mut self, m: &mut Machine, c: usize, st: &PmStore) {
         let core = &mut self.cores[c];
+        // x86 persists a non-temporal store at the thread's next sfence, as a flushed line.
+        core.saw_flush |= st.nontemporal;
         let epoch = core.et.back_mut().expect("current epoch");
         epoch.stores += 1;
         let ts = epoch.ts;
@@ -1082,7 +1116,7 @@ impl super::Design for Buffered {
             Kind::Ofence => self.fence(m, c, false, StallCause::Fence),
             Kind::Dfence => self.fence(m, c, true, StallCause::Dfence),
             _ => {
-                // Legacy x86: an sfence/mfence after clwbs is a durability point.
+                // Legacy x86: an sfence/mfence after clwbs or ntstores is a durability point.
                 if std::mem::take(&mut self.cores[c].saw_flush) {
                     self.c.sfence_as_dfence += 1;
                     self.fence(m, c, true, StallCause::Dfence)
@@ -1108,17 +1142,32 @@ impl super::Design for Buffered {
         if self.promise == Promise::Rp {
             // The release's epoch ends with it, so acquirers wait for nothing later.
             self.close_epoch(m, c, true);
+            let core = &mut self.cores[c];
+            let upto = core.et.back().expect("current epoch").ts - 1;
+            if upto > core.committed_upto {
+                core.releases.push_back((m.now, upto));
+            }
         }
     }
 
-    fn on_acquire(&mut self, m: &mut Machine, c: usize, releaser: Option<usize>) {
+    fn on_acquire_at(&mut self, m: &mut Machine, c: usize, addr: u64, releaser: Option<usize>) {
         if self.promise != Promise::Rp {
             return;
         }
-        if let Some(r) = releaser {
+        let Some(r) = releaser else { return };
+        if self.dep_on_current {
             if let Some(ts) = self.dep_target(m, r) {
                 self.add_dep(m, c, r, ts);
             }
+            return;
+        }
+        let Some(sync) = m.sync.get(&addr) else { return };
+        // The release it synchronises with; gone from the list if its epochs have committed.
+        let at = sync.released_at;
+        let source = &self.cores[r];
+        let Some(&(_, ts)) = source.releases.iter().rev().find(|&&(t, _)| t <= at) else { return };
+        if ts > source.committed_upto {
+            self.add_dep(m, c, r, ts);
         }
     }
 
@@ -1144,7 +1193,8 @@ impl super::Design for Buffered {
         if !orders || r == s {
             return;
         }
-        if let Some(ts) = self.dep_target(m, s) {
+        let target = if self.dep_on_current { self.dep_target(m, s) } else { self.dep_target_at(m, s, c.at) };
+        if let Some(ts) = target {
             self.add_dep(m, r, s, ts);
         }
     }

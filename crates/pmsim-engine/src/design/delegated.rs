@@ -131,6 +131,7 @@ pub struct Delegated {
     view: BankView,
     local_entries: usize,
     remote_from: usize,
+    remote_threads: usize,
     remote_entries: usize,
     slots: usize,
     barrier_regs: usize,
@@ -180,8 +181,10 @@ impl Delegated {
                 queue_cap: vec![0; cfg.mc.count],
             },
             local_entries: n,
-            // Simulator::new refuses remote_threads >= cores before this is used.
+            // Set from the trace's threads (`set_threads`); Simulator::new refuses
+            // remote_threads >= threads.
             remote_from: n.saturating_sub(cfg.broi.remote_threads),
+            remote_threads: cfg.broi.remote_threads,
             remote_entries: cfg.broi.remote_entries,
             slots: cfg.broi.entry_slots,
             barrier_regs: cfg.broi.barrier_regs,
@@ -597,6 +600,11 @@ impl super::Design for Delegated {
                 self.fence(m, c, true)
             }
         }
+    }
+
+    fn set_threads(&mut self, threads: usize) {
+        // The remote-style stream is the trace's last threads, not idle cores past them.
+        self.remote_from = threads.saturating_sub(self.remote_threads);
     }
 
     fn on_flush(&mut self, _m: &mut Machine, _c: usize, _kind: Kind, _line: u64) -> Step {

@@ -144,6 +144,9 @@ pub trait Design: Send {
     /// A PM line left the LLC; `dirty` if it held newer data than memory.
     fn on_llc_evict(&mut self, m: &mut Machine, line: u64, dirty: bool);
 
+    /// The run has `threads` trace threads, on cores `0..threads` (before any event).
+    fn set_threads(&mut self, _threads: usize) {}
+
     /// A dirty PM line left `core`'s private caches.
     fn on_private_evict(&mut self, _m: &mut Machine, _core: usize, _line: u64) {}
 

@@ -25,11 +25,24 @@ pub struct DirEntry {
     pub dirty: bool,
     /// When the line's data is on chip (a fill from memory in progress until then).
     pub ready_at: u64,
+    /// When the last write performed (ps).
+    pub written_at: u64,
+    /// When the latest read since that write performed (ps).
+    pub read_at: u64,
 }
 
 impl Default for DirEntry {
     fn default() -> Self {
-        DirEntry { owner: NO_CORE, sharers: 0, last_writer: NO_CORE, readers: 0, dirty: false, ready_at: 0 }
+        DirEntry {
+            owner: NO_CORE,
+            sharers: 0,
+            last_writer: NO_CORE,
+            readers: 0,
+            dirty: false,
+            ready_at: 0,
+            written_at: 0,
+            read_at: 0,
+        }
     }
 }
 
@@ -43,6 +56,11 @@ pub struct Conflict {
     pub source_wrote: bool,
     /// The requester is storing (WAW/WAR) rather than loading (RAW).
     pub requester_wrote: bool,
+    /// When the source's access performed, or later: the last write's time, or for a WAR the
+    /// latest read of the line since that write (ps). The source's access belongs to its epoch
+    /// open then or to an earlier one, so a design can tell an access whose epoch has already
+    /// persisted (nothing to order) from one still in flight.
+    pub at: u64,
 }
 
 #[derive(Default)]
@@ -66,7 +84,13 @@ impl Directory {
     #[inline]
     pub fn load_conflicts(e: &DirEntry, core: usize, out: &mut Vec<Conflict>, line: u64) {
         if e.last_writer != NO_CORE && e.last_writer as usize != core {
-            out.push(Conflict { source: e.last_writer as usize, line, source_wrote: true, requester_wrote: false });
+            out.push(Conflict {
+                source: e.last_writer as usize,
+                line,
+                source_wrote: true,
+                requester_wrote: false,
+                at: e.written_at,
+            });
         }
     }
 
@@ -74,7 +98,15 @@ impl Directory {
     #[inline]
     pub fn store_conflicts(e: &DirEntry, core: usize, out: &mut Vec<Conflict>, line: u64) {
         if e.last_writer != NO_CORE && e.last_writer as usize != core {
-            out.push(Conflict { source: e.last_writer as usize, line, source_wrote: true, requester_wrote: true });
+            // One conflict covers the writer's write and any read of its own since (the later).
+            let read_since = e.readers & (1u64 << e.last_writer) != 0;
+            out.push(Conflict {
+                source: e.last_writer as usize,
+                line,
+                source_wrote: true,
+                requester_wrote: true,
+                at: if read_since { e.read_at.max(e.written_at) } else { e.written_at },
+            });
         }
         let mut r = e.readers & !(1u64 << core);
         if e.last_writer != NO_CORE {
@@ -83,7 +115,7 @@ impl Directory {
         while r != 0 {
             let c = r.trailing_zeros() as usize;
             r &= r - 1;
-            out.push(Conflict { source: c, line, source_wrote: false, requester_wrote: true });
+            out.push(Conflict { source: c, line, source_wrote: false, requester_wrote: true, at: e.read_at });
         }
     }
 }

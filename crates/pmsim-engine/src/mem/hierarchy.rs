@@ -123,7 +123,7 @@ impl Hierarchy {
         let mut lat = self.l1_ps;
         if self.l1[core].access(line) {
             if performs {
-                self.first_read_of_held_line(core, line);
+                self.first_read_of_held_line(core, line, now);
             }
             return Access { latency: lat, mem_read: false };
         }
@@ -135,7 +135,7 @@ impl Hierarchy {
                 }
             }
             if performs {
-                self.first_read_of_held_line(core, line);
+                self.first_read_of_held_line(core, line, now);
             }
             return Access { latency: lat, mem_read: false };
         }
@@ -167,6 +167,7 @@ impl Hierarchy {
         }
         if performs {
             d.readers |= me;
+            d.read_at = now;
         }
         if !in_llc {
             self.fill_llc(line);
@@ -180,9 +181,11 @@ impl Hierarchy {
     /// there, so it is a reader from now on (WAR with the next writer) and conflicts with the
     /// line's last writer (RAW), as a miss would. Later hits find the bit set: one directory
     /// look-up per hit, no conflict.
-    fn first_read_of_held_line(&mut self, core: usize, line: u64) {
+    fn first_read_of_held_line(&mut self, core: usize, line: u64, now: u64) {
         let me = 1u64 << core;
         let Some(d) = self.dir.lines.get_mut(&line) else { return };
+        // Every read counts: a later writer is ordered after the reader's latest read.
+        d.read_at = now;
         if d.readers & me != 0 {
             return;
         }
@@ -207,6 +210,7 @@ impl Hierarchy {
         d.last_writer = core as u8;
         d.readers = 0;
         d.dirty = true;
+        d.written_at = now;
         Directory::store_conflicts(&e, core, &mut self.conflicts, line);
         let mut lat = self.l1_ps;
         lat = lat.max(e.ready_at.saturating_sub(now));
@@ -246,7 +250,7 @@ impl Hierarchy {
     /// A non-temporal store: invalidates every cached copy (the data goes straight to memory). A
     /// copy dirty in some cache is written back first (reported as a dirty LLC eviction), as x86
     /// evicts it: the words other stores left there must not vanish with the invalidation.
-    pub fn nt_store(&mut self, core: usize, line: u64) -> Access {
+    pub fn nt_store(&mut self, core: usize, line: u64, now: u64) -> Access {
         self.conflicts.clear();
         let d = self.dir.lines.entry(line).or_default();
         let e: DirEntry = *d;
@@ -258,6 +262,7 @@ impl Hierarchy {
         d.last_writer = core as u8;
         d.readers = 0;
         d.dirty = false;
+        d.written_at = now;
         Directory::store_conflicts(&e, core, &mut self.conflicts, line);
         let mut s = e.sharers;
         while s != 0 {
