@@ -66,7 +66,7 @@ impl Simulator {
     /// count when smaller. `record` keeps the run record and word data (crash checking).
     pub fn new(
         cfg: &Config,
-        design: Box<dyn Design>,
+        mut design: Box<dyn Design>,
         pm: Vec<PmRange>,
         sources: Vec<Box<dyn EventSource>>,
         labels: Vec<String>,
@@ -80,8 +80,8 @@ impl Simulator {
         }
         let mut cfg = cfg.clone();
         cfg.core.count = cfg.core.count.max(threads);
-        // Checked here, not with the rest of the configuration: the cores a run has are
-        // core.count raised to the trace's threads, known only now.
+        // Checked here, not with the rest of the configuration: the remote-style stream is the
+        // trace's last threads, known only now.
         if cfg.broi.remote_threads >= threads {
             return Err(SimError::Setup(format!(
                 "parameter 'broi.remote_threads': the remote-style stream is the trace's last threads and must \
@@ -102,7 +102,6 @@ impl Simulator {
             sources.into_iter().map(|src| Cursor { src, chunk: Chunk::default(), pos: 0, exhausted: false }).collect();
         let watchdog_ps = cfg.watchdog_ps();
         let net = crate::net::Net::new(&cfg);
-        let mut design = design;
         design.set_threads(threads);
         Ok(Simulator {
             m,
