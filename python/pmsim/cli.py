@@ -411,9 +411,9 @@ def _trace_lint(a: argparse.Namespace) -> int:
             print(f"  ... {n - len(r['unpersisted'])} more (--max)")
         if r["unpersisted_sync_words"]:
             print(
-                f"not counted: {r['unpersisted_sync_words']} PM word(s) whose last store is a release "
-                "or rmw never persisted (lock words; volatile by design when recovery re-initialises "
-                "them, as libpmemobj does its locks)"
+                f"not counted: {r['unpersisted_sync_words']} PM lock word(s) whose last store (a "
+                "release, or an rmw of a word also acquired or released) never persisted (volatile "
+                "by design when recovery re-initialises them, as libpmemobj does its locks)"
             )
         print(
             f"redundant flushes {r['redundant_flushes']} (lines with nothing to write back), "
@@ -747,10 +747,11 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(fn=cmd_run)
 
     c = _sub(sub, "compare", "one workload (or a trace) under every design, as a table")
-    c.add_argument(
+    cw = c.add_mutually_exclusive_group()
+    cw.add_argument(
         "--workload", default="array", metavar="NAME", help="built-in workload ('pmsim workloads')"
     )
-    c.add_argument("--trace", action=_Once, metavar="FILE", help="a trace file instead of a workload")
+    cw.add_argument("--trace", action=_Once, metavar="FILE", help="a trace file instead of a workload")
     c.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
     c.add_argument(
         "-p", "--param", action="append", metavar="NAME=VALUE", help="workload or machine parameter"

@@ -9,7 +9,9 @@ instrumented program to record a pmsim trace with its provenance.
 
 Guarantees: the compiler wrappers exec clang (its exit status and messages are the compiler's);
 ``record`` passes the program's stdout/stderr through, writes the trace atomically (a crash of
-the program leaves a trace marked ``incomplete``, never a half-written file without END), and
+the program, or a Ctrl-C / SIGTERM that record passes on to it, leaves a trace marked
+``incomplete``, never a half-written file without END; a symlink given as ``-o`` is written
+through, a FIFO or device written into, never replaced), and
 every bad input is a ``PmsimError`` (one line, exit 2). A trace is one process's: when the
 program runs more instrumented processes (a shell script, exec), the first to start is traced
 and ``record`` warns which others ran untraced (they say so themselves too, and the trace's
@@ -25,9 +27,12 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 from pmsim import PmsimError
@@ -41,11 +46,18 @@ def source_dir() -> Path:
     """The tracer's sources: $PMSIM_TRACER_SRC, else the copy shipped inside the package
     (``pmsim/tracer_src/``: the pass and the runtime, built on first use)."""
     env = os.environ.get("PMSIM_TRACER_SRC")
-    cands = [Path(env)] if env else []
-    cands.append(Path(__file__).resolve().parent / "tracer_src")
-    for c in cands:
+    if env:
+        # A modified tracer asked for by name: falling back to the packaged one would hide a typo.
+        c = Path(env)
         if (c / "pass" / "PmTracePass.cpp").is_file() and (c / "runtime" / "pmtrace_rt.c").is_file():
             return c
+        raise PmsimError(
+            f"PMSIM_TRACER_SRC={env}: not a folder holding pass/PmTracePass.cpp and "
+            "runtime/pmtrace_rt.c; fix it, or unset it to use the tracer shipped with pmsim"
+        )
+    c = Path(__file__).resolve().parent / "tracer_src"
+    if (c / "pass" / "PmTracePass.cpp").is_file() and (c / "runtime" / "pmtrace_rt.c").is_file():
+        return c
     raise PmsimError(
         "tracer sources not found (pmsim/tracer_src in the installed package); reinstall pmsim "
         "or set PMSIM_TRACER_SRC to a folder holding pass/ and runtime/"
@@ -148,6 +160,19 @@ _NO_LINK = {
 _STATIC = {"-static", "--static", "-static-pie"}
 
 
+# Under --pm heap the PM is what these functions (and C++ new) return, so the compiler must not
+# treat them as builtins: at -O1 and above GlobalOpt turns `static T *p = malloc(..)` whose
+# pointer never escapes into a global in .bss, and DSE drops the stores to an allocation that is
+# never read. Both hit exactly the object a program forgot to flush (a flush makes the pointer
+# escape), so the trace would miss the bug it is recorded to find. The pass also marks the
+# calls, new-expressions included, `nobuiltin` before any optimisation (PmTracePass.cpp).
+_HEAP_FUNCS = (
+    "malloc calloc realloc reallocarray free aligned_alloc memalign posix_memalign valloc pvalloc "
+    "strdup strndup"
+)
+_KEEP_HEAP = [f"-fno-builtin-{n}" for n in _HEAP_FUNCS.split()] + ["-fno-assume-sane-operator-new"]
+
+
 def compile_cmd(lang: str, args: list[str]) -> list[str]:
     """The clang command line for `pmsim trace cc|c++ ARGS`."""
     links = not any(a in _NO_LINK for a in args) and any(not a.startswith("-") for a in args)
@@ -168,10 +193,14 @@ def compile_cmd(lang: str, args: list[str]) -> list[str]:
         "-Wno-unknown-warning-option",
         f"-I{include}",
         "-DPMSIM_TRACE=1",
+        *_KEEP_HEAP,
         *args,
     ]
     if links:
-        cmd += [str(runtime), f"-Wl,--dynamic-list={_dynamic_list(runtime)}", "-pthread", "-ldl"]
+        # `-x none`: a `-x c` among the program's arguments would still apply to the runtime's
+        # object file, and clang would compile it as C source.
+        dynlist = f"-Wl,--dynamic-list={_dynamic_list(runtime)}"
+        cmd += ["-x", "none", str(runtime), dynlist, "-pthread", "-ldl"]
     return cmd
 
 
@@ -199,6 +228,10 @@ def cmd_compile(lang: str, args: list[str]) -> int:
     return 0  # not reached
 
 
+# The trace's one PM range (pmtrace_rt.c, PM_WINDOW_SIZE): every PM region maps into it.
+PM_WINDOW_SIZE = 16 << 30
+
+
 def parse_pm(spec: str) -> str:
     """Validates a --pm spec; returns it normalised (dax: with an absolute directory)."""
     if spec in ("heap", "pmdk"):
@@ -215,6 +248,14 @@ def parse_pm(spec: str) -> str:
                 base, size = int(parts[1], 0), int(parts[2], 0)
             except ValueError:
                 base = size = -1
+            if base >= 0 and size == 0:
+                raise PmsimError(f"--pm {spec}: the size must be > 0")
+            if base >= 0 and size > PM_WINDOW_SIZE:
+                # Checked here: the runtime would find out only once the program runs.
+                raise PmsimError(
+                    f"--pm {spec}: the size {size:#x} exceeds the trace's PM range of 16 GiB "
+                    f"({PM_WINDOW_SIZE:#x})"
+                )
             if base >= 0 and size > 0:
                 return f"range:{base:#x}:{size:#x}"
         raise PmsimError(
@@ -305,6 +346,36 @@ def _has_end(path: Path) -> bool:
         return False
 
 
+def _output(output: str) -> tuple[Path, bool]:
+    """Where `record -o output` puts the finished trace, and whether it writes into an existing
+    file that is not a regular one (a FIFO, a terminal, /dev/stdout's pipe) instead of replacing
+    it: a symlink is followed (the link stays, its target gets the trace), and a non-regular file
+    is never replaced, which would destroy it (as root, /dev/stdout or /dev/null)."""
+    try:
+        st = os.stat(output)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise PmsimError(f"-o {output}: {e.strerror or e}") from e
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise PmsimError(f"-o {output}: is a directory; give the trace's file name")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return Path(os.path.abspath(output)), True
+    # Absolute, so a program that changes directory early (a constructor) still writes the trace.
+    given = Path(output)
+    if not given.is_symlink() and not given.parent.is_dir():
+        raise PmsimError(f"-o {output}: directory '{given.parent}' does not exist")
+    target = Path(os.path.realpath(output))
+    if not target.parent.is_dir():
+        raise PmsimError(f"-o {output}: directory '{target.parent}' (where the link points) does not exist")
+    return target, False
+
+
+# Signals by which a terminal (Ctrl-C), `timeout` or `kill` end a recording: the program writes
+# its buffered events on them (marked incomplete), so record passes them on and keeps the trace.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = "count") -> int:
     """Runs an instrumented program and writes its trace; returns the exit status for pmsim.
 
@@ -324,12 +395,16 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
         raise PmsimError(f"trace record: program '{prog}' not found")
     if not os.access(exe, os.X_OK):
         raise PmsimError(f"trace record: program '{prog}' is not executable")
-    out = Path(output)
-    text = out.suffix.lower() in (".trace", ".txt")
-    if out.parent and not out.parent.exists():
-        raise PmsimError(f"-o {output}: directory '{out.parent}' does not exist")
-    tmp = out.with_name(out.name + ".partial.bin")
-    report = out.with_name(out.name + ".partial.procs")
+    text = Path(output).suffix.lower() in (".trace", ".txt")
+    out, into = _output(output)
+    # Beside the output (os.replace within one file system), or in a directory of their own when
+    # the output is written into rather than replaced.
+    scratch = Path(os.path.abspath(tempfile.mkdtemp(prefix="pmsim-record-"))) if into else None
+    base = scratch / "trace" if scratch else out
+    tmp = base.with_name(base.name + ".partial.bin")
+    report = base.with_name(base.name + ".partial.procs")
+    meta_file = base.with_name(base.name + ".partial.meta")
+    converted = base.with_name(base.name + ".partial")
     meta = "\n".join(
         [
             "tool=pmsim trace record (clang pass plugin + runtime)",
@@ -342,50 +417,53 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
         ]
     )
     env = dict(os.environ)
+    env.pop("PMSIM_TRACE_META", None)
     env.update(
         PMSIM_TRACE_OUT=str(tmp),
         PMSIM_TRACE_PM=pm,
         PMSIM_TRACE_VOLATILE=volatile,
-        PMSIM_TRACE_META=meta,
+        PMSIM_TRACE_META_FILE=str(meta_file),
         PMSIM_TRACE_COMPUTE=compute,
         PMSIM_TRACE_REPORT=str(report),
     )
-    tmp.unlink(missing_ok=True)
-    report.unlink(missing_ok=True)
     procs: dict = {}
-    try:
+    with _PassSignals() as signals:
         try:
-            r = subprocess.run([exe, *argv[1:]], env=env)
-        except OSError as e:
-            raise PmsimError(f"trace record: cannot run '{prog}': {e.strerror or e}") from e
-        if not tmp.exists():
-            raise PmsimError(
-                f"trace record: '{prog}' wrote no trace: "
-                "it was not built with 'pmsim trace cc' / 'pmsim trace c++'"
-            )
-        procs = _read_report(report)
-        crashed = r.returncode < 0
-        if crashed:
-            _repair(tmp, f"killed by signal {-r.returncode}")
-        elif not _has_end(tmp):
-            _repair(tmp, f"exited with status {r.returncode} without finishing the trace")
-        if procs["untraced"]:
-            add_meta_binary(tmp, _procs_meta(procs))
-        if text:
-            _core.trace_convert(str(tmp), str(out) + ".partial", False)
-            add_meta_text(Path(str(out) + ".partial"), _core.trace_meta(str(tmp)))
-            os.replace(str(out) + ".partial", out)
-            tmp.unlink()
-        else:
-            os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-        report.unlink(missing_ok=True)
-        Path(str(out) + ".partial").unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
+            report.unlink(missing_ok=True)
+            meta_file.write_text(meta)
+            r = signals.run(exe, prog, argv, env)
+            if not tmp.exists():
+                raise PmsimError(
+                    f"trace record: '{prog}' wrote no trace: "
+                    "it was not built with 'pmsim trace cc' / 'pmsim trace c++'"
+                )
+            procs = _read_report(report)
+            crashed = r < 0
+            if crashed:
+                _repair(tmp, f"killed by signal {-r}")
+            elif not _has_end(tmp):
+                _repair(tmp, f"exited with status {r} without finishing the trace")
+            if procs["untraced"]:
+                add_meta_binary(tmp, _procs_meta(procs))
+            done = tmp
+            if text:
+                _core.trace_convert(str(tmp), str(converted), False)
+                add_meta_text(converted, _core.trace_meta(str(tmp)))
+                done = converted
+            if into:
+                _write_into(done, out, output)
+            else:
+                os.replace(done, out)
+        finally:
+            for f in (tmp, report, meta_file, converted):
+                f.unlink(missing_ok=True)
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
     _warn_processes(procs, output)
     _hint_flushes(procs, pm)
     if crashed:
-        sig = -r.returncode
+        sig = -r
         try:
             name = signal.Signals(sig).name
         except ValueError:
@@ -394,7 +472,70 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
             f"trace record: '{prog}' crashed ({name}, exit status {128 + sig}); "
             f"the partial trace in {output} is marked incomplete"
         )
-    return r.returncode
+    return r
+
+
+class _PassSignals:
+    """While record runs the program, a stop signal that reaches record (Ctrl-C reaches the whole
+    process group; `kill` and `timeout` send SIGTERM) is passed on to the program instead of
+    ending record, so record waits for the program to write its buffered events and keeps the
+    trace, marked incomplete. After the program ended, the signal that killed it may still reach
+    record (the group's) and is let go once; any other ends record as it would have (a second
+    Ctrl-C, say while the trace waits for a FIFO's reader). A signal record inherited as ignored
+    (nohup, a background job) stays ignored, for the program too (the runtime leaves those)."""
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen | None = None
+        self.old: dict = {}
+        self.late_seen = False
+
+    def _handle(self, sig: int, frame: object) -> None:
+        child = self.child
+        if child is not None and child.poll() is None:
+            # A signal the program got too (from the terminal, to the group) is still one signal
+            # to it: a standard signal pending twice is delivered once.
+            try:
+                child.send_signal(sig)
+            except OSError:
+                pass
+            return
+        if child is not None and child.returncode == -sig and not self.late_seen:
+            self.late_seen = True
+            return
+        self.__exit__()
+        signal.raise_signal(sig)
+
+    def __enter__(self) -> _PassSignals:
+        if threading.current_thread() is threading.main_thread():  # only it may set handlers
+            for s in _STOP_SIGNALS:
+                h = signal.getsignal(s)
+                if h != signal.SIG_IGN:
+                    self.old[s] = h
+                    signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, h in self.old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        self.old = {}
+
+    def run(self, exe: str, prog: str, argv: list[str], env: dict) -> int:
+        """Runs the program to its end; its exit status (-N: killed by signal N)."""
+        try:
+            self.child = subprocess.Popen([exe, *argv[1:]], env=env)
+        except OSError as e:
+            raise PmsimError(f"trace record: cannot run '{prog}': {e.strerror or e}") from e
+        return self.child.wait()
+
+
+def _write_into(src: Path, out: Path, output: str) -> None:
+    """Copies the finished trace into the existing non-regular file `out` (opened for writing,
+    as a shell's `>` does: a FIFO waits for its reader)."""
+    try:
+        with open(src, "rb") as f, open(out, "wb") as g:
+            shutil.copyfileobj(f, g, 1 << 20)
+    except OSError as e:
+        raise PmsimError(f"-o {output}: cannot write the trace: {e.strerror or e}") from e
 
 
 def _read_report(path: Path) -> dict:

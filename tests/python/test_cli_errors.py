@@ -137,6 +137,10 @@ def test_corrupt_binary_trace(cli, tmp_path: Path):
         (["compare", "--workload", "no-such-workload", "-o", "out.csv"], ["no-such-workload"]),
         (["compare", "--workload", "array", "-p", "frob=1", "-o", "out.csv"], ["frob"]),
         (["compare", "--workload", "array", "-p", "ops=many", "-o", "out.csv"], ["ops", "many"]),
+        (
+            ["compare", "--workload", "array", "--trace", "t.trace", "-o", "out.csv"],
+            ["--trace", "--workload"],
+        ),
         (["sweep", "--designs", "baseline,nope", "--workloads", "array", "-o", "out.csv"], ["nope"]),
         (
             ["sweep", "--designs", "baseline", "--workloads", "array", "--grid", "ops", "-o", "out.csv"],
@@ -154,6 +158,7 @@ def test_corrupt_binary_trace(cli, tmp_path: Path):
         "compare-workload",
         "compare-param",
         "compare-value",
+        "compare-workload-and-trace",
         "sweep-design",
         "sweep-grid",
         "gen-workload",

@@ -101,3 +101,17 @@ def test_hand_written_trace_runs(cli, tmp_path: Path, sample_trace: Path):
     s = json.loads(p.stdout)
     assert s["threads"] == 2 and s["events"] == 20 and s["operations"] == 1
     assert s["pm_stores"] == 3
+
+
+def test_stats_counts_a_trace_of_more_threads_than_pmsim_simulates(cli, tmp_path: Path):
+    # Counting simulates nothing (a tester's finding: stats refused what lint and analyze read).
+    body = "".join(f"T{t} store {0x100000000 + 64 * t:#x} 8 1\n" for t in range(0, 70, 3))
+    f = tmp_path / "wide.trace"
+    f.write_text(f"# pmsim trace v1\nthreads 70\n{body}")
+    p = cli("trace", "stats", f, "--json", check=True)
+    s = json.loads(p.stdout)
+    assert (s["threads"], s["events"], s["pm_stores"]) == (70, 24, 24)
+    assert s["events_by_thread"][69] == 1 and s["events_by_thread"][68] == 0
+    # Running it is refused, naming the file and the limit.
+    p = cli("run", "--trace", f, "--design", "baseline")
+    assert p.returncode == 2 and "70 threads" in p.stderr and "wide.trace" in p.stderr, p.stderr

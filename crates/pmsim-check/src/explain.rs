@@ -8,7 +8,7 @@
 use crate::graph::NodeId;
 use crate::incremental::{Incremental, Shown};
 use crate::verdict::{EdgeRule, MissingStore, PathStep, StoreRef, Violation, ViolationKind, MAX_VIOLATIONS};
-use pmsim_trace::INITIAL_ID;
+use pmsim_trace::{Kind, INITIAL_ID};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
@@ -170,6 +170,7 @@ impl Incremental {
             });
             if let Some(p) = found {
                 let n = &g.nodes[p as usize];
+                let fence = g.dfences.iter().find(|d| d.gid == dgid).map_or(Kind::Dfence, |d| d.kind);
                 out.push(Violation {
                     kind: ViolationKind::NotDurable,
                     at: self.t,
@@ -183,7 +184,7 @@ impl Incremental {
                             kind: n.kind.name(),
                             edge: Some(EdgeRule::ProgramOrder),
                         },
-                        PathStep { gid: dgid, thread: u as u16, kind: "dfence", edge: None },
+                        PathStep { gid: dgid, thread: u as u16, kind: fence.name(), edge: None },
                     ],
                 });
             }

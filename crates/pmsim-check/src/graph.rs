@@ -17,7 +17,7 @@
 //! An event is performed when all of its record entries are (a store when all its words are).
 
 use crate::error::CheckError;
-use crate::model::Model;
+use crate::model::{FenceReading, Model};
 use crate::verdict::EdgeRule;
 use pmsim_trace::{Access, Kind, RunRecord, Trace, WordAccess, WORD_BYTES};
 use rustc_hash::FxHashMap;
@@ -53,6 +53,8 @@ pub(crate) struct Node {
 #[derive(Clone, Debug)]
 pub(crate) struct Dfence {
     pub gid: u64,
+    /// `dfence`, or a legacy `sfence`/`mfence` read as one.
+    pub kind: Kind,
     pub thread: u16,
     pub time: u64,
     pub boundary: u32,
@@ -263,7 +265,7 @@ fn fence_completions(
 }
 
 impl Graph {
-    pub fn build(trace: &Trace, record: &RunRecord, model: Model) -> Result<Graph, CheckError> {
+    pub fn build(trace: &Trace, record: &RunRecord, model: Model, fences: FenceReading) -> Result<Graph, CheckError> {
         let threads = trace.num_threads();
         if threads > u16::MAX as usize {
             return Err(CheckError::TooManyThreads(threads));
@@ -277,11 +279,13 @@ impl Graph {
         let mut thread_nodes = vec![Vec::new(); threads];
         let mut epoch_start: Vec<Vec<u32>> = vec![vec![0]; threads];
         let mut dfence_boundary: FxHashMap<u64, (u16, u32, usize)> = FxHashMap::default();
-        // A legacy x86 trace checked against EP/RP/strict: its `sfence`/`mfence` are read as
-        // every design that promises those models on such a trace maps them (docs/design.md §3):
-        // a barrier, and a durable one (a dfence) when its thread flushed some line (or made a
-        // non-temporal store to PM) since its previous sfence/mfence.
-        let legacy = model != Model::X86 && trace.dialect() == pmsim_trace::Dialect::X86;
+        // A legacy x86 trace checked against EP/RP/strict (or any trace, for a design that maps
+        // x86 fences): its `sfence`/`mfence` are read as every design that promises those
+        // models maps them (docs/design.md §3): a barrier, and a durable one (a dfence) when its
+        // thread flushed some line (or made a non-temporal store to PM) since its previous fence
+        // point (`sfence`, `mfence`, `rmw`, `release`).
+        let legacy =
+            model != Model::X86 && (fences == FenceReading::Mapped || trace.dialect() == pmsim_trace::Dialect::X86);
         for (t, s) in trace.threads.iter().enumerate() {
             let mut epoch = 0u32;
             let mut flushed = false;
@@ -326,6 +330,11 @@ impl Graph {
                     thread_nodes[t].push(id);
                     // x86 persists a non-temporal store at the next sfence, as a flushed line.
                     flushed |= e.kind == Kind::NtStore && trace.is_pm(e.addr);
+                    if legacy && matches!(e.kind, Kind::Rmw | Kind::Release) {
+                        // A locked instruction is the fence point of the flushes before it (the
+                        // designs persist them there); an sfence after it has none to persist.
+                        flushed = false;
+                    }
                     if model == Model::X86 && matches!(e.kind, Kind::Rmw | Kind::Release) {
                         // x86: the fence point of a locked instruction, apart from its own store
                         // (which no flush covers, so later stores must not require it).
@@ -343,8 +352,9 @@ impl Graph {
                     if model == Model::Strict {
                         new_epoch(&mut epoch, &mut epoch_start[t], thread_nodes[t].len());
                     }
-                } else if model == Model::X86 && matches!(e.kind, Kind::Sfence | Kind::Mfence) {
-                    // A fence point of the x86 rule (never a store; its time is set there).
+                } else if model == Model::X86 && matches!(e.kind, Kind::Sfence | Kind::Mfence | Kind::Clflush) {
+                    // A fence point of the x86 rule (never a store; its time is set there); a
+                    // `clflush` is one for the stores to its own line.
                     let id = nodes.len() as NodeId;
                     nodes.push(Node {
                         gid: e.gid,
@@ -363,7 +373,16 @@ impl Graph {
                     thread_nodes[t].push(id);
                 } else if e.kind.is_barrier() || (legacy && matches!(e.kind, Kind::Sfence | Kind::Mfence)) {
                     new_epoch(&mut epoch, &mut epoch_start[t], thread_nodes[t].len());
-                    let durable = e.kind == Kind::Dfence || (e.kind != Kind::Ofence && std::mem::take(&mut flushed));
+                    // A dfence persists what was flushed before it too (the designs forget those
+                    // flushes there); an ofence persists nothing.
+                    let durable = match e.kind {
+                        Kind::Ofence => false,
+                        Kind::Dfence => {
+                            flushed = false;
+                            true
+                        }
+                        _ => std::mem::take(&mut flushed),
+                    };
                     if durable {
                         dfence_boundary.insert(e.gid, (t as u16, epoch, i));
                     }
@@ -724,7 +743,8 @@ impl Graph {
             let before = thread_nodes[t].partition_point(|&n| (nodes[n as usize].prog as usize) < prog);
             let ready = ready_prefix[t][before];
             let boundary = epoch_start[t][boundary as usize];
-            dfences.push(Dfence { gid, thread, time, boundary, ready });
+            let kind = evs.get(gid).map_or(Kind::Dfence, |e| e.kind);
+            dfences.push(Dfence { gid, kind, thread, time, boundary, ready });
         }
         dfences.sort_by_key(|d| (d.time, d.gid));
         let fences_done = if model == Model::X86 {

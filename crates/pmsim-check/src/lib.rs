@@ -37,7 +37,7 @@ mod x86;
 pub use error::CheckError;
 pub use incremental::Incremental;
 pub use litmus::{parse_litmus, Expectation, Litmus, LitmusError, Outcome};
-pub use model::Model;
+pub use model::{FenceReading, Model};
 pub use remote::{RegionFollower, RegionOrder};
 pub use verdict::{EdgeRule, MissingStore, PathStep, StoreRef, Verdict, Violation, ViolationKind, MAX_VIOLATIONS};
 
@@ -59,7 +59,17 @@ impl Checker {
     /// Builds the persist-order graph. Fails with a typed error naming the offending record entry
     /// when the record does not match the trace.
     pub fn new(trace: &Trace, record: &RunRecord, model: Model) -> Result<Checker, CheckError> {
-        let graph = Arc::new(graph::Graph::build(trace, record, model)?);
+        Checker::with_fences(trace, record, model, FenceReading::ByDialect)
+    }
+
+    /// [`Checker::new`] with the trace's `sfence`/`mfence` read as `fences` says.
+    pub fn with_fences(
+        trace: &Trace,
+        record: &RunRecord,
+        model: Model,
+        fences: FenceReading,
+    ) -> Result<Checker, CheckError> {
+        let graph = Arc::new(graph::Graph::build(trace, record, model, fences)?);
         let mut cl = closure::Closure::new(graph.clone());
         let mut changed = Vec::new();
         for &n in &graph.order {

@@ -41,6 +41,21 @@ impl Model {
     }
 }
 
+/// How an EP/RP/strict check reads a trace's `sfence`/`mfence` (docs/design.md §3). Under
+/// [`Model::X86`] fences are x86 fence points whatever this says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FenceReading {
+    /// As barriers only in a legacy x86 trace (`pmsim_trace::Dialect::X86`); a trace that also
+    /// has `ofence`/`dfence`/`strand` is design-neutral and its `sfence`s order nothing, as
+    /// under a design that runs them literally (the baseline).
+    #[default]
+    ByDialect,
+    /// As barriers in every trace, durable ones after a flush or a non-temporal PM store: for a
+    /// design that maps x86 fences so (HOPS, ASAP, delegated, BROI), which must keep the
+    /// mapping's promise in a mixed trace too.
+    Mapped,
+}
+
 impl std::fmt::Display for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

@@ -9,7 +9,7 @@
 
 use crate::closure::Closure;
 use crate::graph::{Graph, NodeId};
-use crate::model::Model;
+use crate::model::{FenceReading, Model};
 use crate::req::Req;
 use pmsim_trace::{Access, RunRecord, Trace};
 use std::collections::BTreeMap;
@@ -121,7 +121,7 @@ fn shared_sets_require_exactly_what_the_closure_requires() {
         let trace = random_trace(&mut rng, threads, events);
         let delay = if case % 2 == 0 { 0 } else { 6 };
         let rec = delayed(&trace, &mut rng, delay);
-        let g = Arc::new(Graph::build(&trace, &rec, Model::X86).expect("graph"));
+        let g = Arc::new(Graph::build(&trace, &rec, Model::X86, FenceReading::ByDialect).expect("graph"));
         let mut cl = Closure::new(g.clone());
         let mut changed = Vec::new();
         for &x in &g.order {

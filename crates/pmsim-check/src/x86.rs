@@ -20,11 +20,17 @@
 //!   their thread (a chain through the thread's points), and a release precedes the acquire or
 //!   rmw that synchronises with it (**Sync**), so "a store performed after that fence, in that
 //!   thread or in one synchronised with it" requires the flushed store.
+//! - **CLFLUSH**: unlike `clflushopt`/`clwb`, a `clflush` is ordered with later writes: its line
+//!   reaches the persistence domain before any later store of its thread becomes globally
+//!   observable (Intel SDM; PMDK needs no fence after it). So a `clflush` is also a point of
+//!   the chain, preceded by the latest store of its line visible before it (as above): that
+//!   store precedes every later store and fence point of the thread. It is not a durability
+//!   point: x86 does not promise the line persistent when the `clflush` retires.
 //! - **Line**: cached stores to one 64 B line persist in their performed order.
 //!
 //! Nothing else is ordered: program order alone orders no persists, and loads order nothing.
 //!
-//! `sfence`/`mfence` become nodes of their own (never stores, so never required durable); their
+//! `sfence`/`mfence`/`clflush` become nodes of their own (never stores, so never required durable); their
 //! time is that of their thread's latest performed node before them, which a fence cannot
 //! complete before. **Durability**: once a fence point *completes* (the record's `fences` for
 //! `sfence`/`mfence`; a locked instruction's point when it performs), its persist-order
@@ -113,13 +119,37 @@ pub(crate) fn add_edges(
         let mut now = 0u64; // latest perform time of this thread's nodes so far
         let mut flushed: Vec<(u64, u32, u64)> = Vec::new(); // line, prog, lower bound of its time
         let mut nt: Vec<NodeId> = Vec::new();
+        // The latest store of `line` visible before a flush of thread `t` at program position
+        // `prog` whose time is at least `ftime`.
+        let covered = |nodes: &[Node], line: u64, prog: u32, ftime: u64| {
+            line_stores.get(&line)?.iter().rev().copied().find(|&m| {
+                let mn = &nodes[m as usize];
+                if mn.thread as usize == t {
+                    mn.prog < prog
+                } else {
+                    // Strictly before: a store performed in the same picosecond as the bound
+                    // may have performed after the flush.
+                    mn.time < ftime
+                }
+            })
+        };
         for (i, e) in s.events.iter().enumerate() {
             match e.kind {
                 Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
                     if trace.is_pm(e.addr) {
                         flushed.push((e.addr / LINE_BYTES, i as u32, now));
                     }
-                    continue;
+                    if e.kind != Kind::Clflush {
+                        continue;
+                    }
+                    // A clflush point: after the store it writes back, before the later ones.
+                    let Some(&n) = gid_node.get(&e.gid) else { continue };
+                    nodes[n as usize].time = now;
+                    if trace.is_pm(e.addr) {
+                        if let Some(m) = covered(nodes, e.addr / LINE_BYTES, i as u32, now) {
+                            edges.push((m, n, EdgeRule::Flush));
+                        }
+                    }
                 }
                 Kind::Sfence | Kind::Mfence => {
                     let Some(&n) = gid_node.get(&e.gid) else { continue };
@@ -129,7 +159,8 @@ pub(crate) fn add_edges(
             }
             let Some(&n) = gid_node.get(&e.gid) else { continue };
             let kind = nodes[n as usize].kind;
-            let is_point = matches!(kind, Kind::Sfence | Kind::Mfence | Kind::Rmw | Kind::Release | Kind::Acquire);
+            let is_point =
+                matches!(kind, Kind::Sfence | Kind::Mfence | Kind::Clflush | Kind::Rmw | Kind::Release | Kind::Acquire);
             let is_fence = matches!(kind, Kind::Sfence | Kind::Mfence | Kind::Rmw | Kind::Release);
             let c = carrier(e.gid).unwrap_or(n);
             if let Some(p) = point {
@@ -142,18 +173,7 @@ pub(crate) fn add_edges(
             }
             if is_fence {
                 for &(line, prog, ftime) in &flushed {
-                    let Some(list) = line_stores.get(&line) else { continue };
-                    let covered = list.iter().rev().find(|&&m| {
-                        let mn = &nodes[m as usize];
-                        if mn.thread as usize == t {
-                            mn.prog < prog
-                        } else {
-                            // Strictly before: a store performed in the same picosecond as the
-                            // bound may have performed after the flush.
-                            mn.time < ftime
-                        }
-                    });
-                    if let Some(&m) = covered {
+                    if let Some(m) = covered(nodes, line, prog, ftime) {
                         if m != c {
                             edges.push((m, c, EdgeRule::Flush));
                         }

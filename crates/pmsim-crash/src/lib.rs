@@ -9,7 +9,7 @@
 //! ([`pmsim_engine::crash::ImageTracker`]) and checked incrementally ([`pmsim_check::Incremental`]).
 //! A violation comes with one command line that replays exactly that crash.
 
-use pmsim_check::{Checker, Model, RegionOrder, Verdict};
+use pmsim_check::{Checker, FenceReading, Model, RegionOrder, Verdict};
 use pmsim_engine::crash::{ImageTracker, WordChange};
 use pmsim_engine::{design, Config, Promise, Simulator};
 use pmsim_trace::{Dialect, MemImage, Trace, VecSource};
@@ -147,7 +147,8 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
     let region_acks: std::collections::HashMap<u64, u64> = full.net.acked_regions().into_iter().collect();
     let regions = RegionOrder::new(&req.trace);
     let model = req.model.unwrap_or_else(|| model_for(full.design.promise()));
-    let checker = Checker::new(&req.trace, &record, model).map_err(|e| e.to_string())?;
+    let fences = if full.design.maps_x86_fences() { FenceReading::Mapped } else { FenceReading::ByDialect };
+    let checker = Checker::with_fences(&req.trace, &record, model, fences).map_err(|e| e.to_string())?;
     // Where what must be durable grows while the image may stand still: a dfence (or, under
     // x86, a fence) completing, a remote region acknowledged. `Every` crashes there too (an
     // early-returning fence shows only in the window before its stores persist).

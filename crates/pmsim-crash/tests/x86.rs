@@ -252,3 +252,94 @@ fn a_non_temporal_store_is_durable_at_its_threads_next_sfence_under_every_design
     let r = crash_every(trace, "broken-baseline-no-sfence-stall", Config::default(), Some(Model::Rp));
     assert!(!r.failures.is_empty(), "not caught in {} images", r.images);
 }
+
+/// A trace that mixes `ofence`/`dfence` with `clwb; sfence` is design-neutral, yet HOPS, ASAP,
+/// delegated and BROI still map its sfence-after-flush to a dfence: the check holds them to that
+/// (a tester's finding: the ASAP whose epochs commit before their ACKs passed such a trace, and
+/// was caught only when the sfence was spelled `dfence`). The baseline runs the sfence
+/// literally and is held only to what it flushed.
+#[test]
+fn a_mixed_traces_sfence_is_read_as_each_design_maps_it() {
+    // Each sfence follows a clwb of one of the three lines its thread wrote in two epochs (so
+    // ASAP flushes the second early): under the dfence reading all must be durable when it
+    // completes; the baseline flushes only the first.
+    let mixed = |fence: &str| {
+        let mut s = String::from("# pmsim trace v1\nthreads 1\nT0 ofence\n");
+        for i in 0..8u64 {
+            let a = 0x1_0000_0000u64 + 64 * i;
+            let v = i + 1;
+            writeln!(s, "T0 store {a:#x} 8 {v:x}\nT0 ofence\nT0 store {:#x} 8 {v:x}", a + 0x1000).unwrap();
+            writeln!(s, "T0 store {:#x} 8 {v:x}\nT0 clwb {a:#x}\nT0 {fence}", a + 0x2040).unwrap();
+        }
+        let trace = pmsim_trace::text::parse_str("mixed", &s).unwrap();
+        assert_eq!(trace.dialect(), pmsim_trace::Dialect::Neutral);
+        trace
+    };
+    for fence in ["dfence", "sfence", "mfence"] {
+        for d in ["baseline", "eadr", "bbb", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "delegated", "broi"] {
+            let r = crash_every(mixed(fence), d, Config::default(), None);
+            assert!(r.images > 0 && r.failures.is_empty(), "{d} {fence}: {:?}", r.failures.first());
+        }
+        let r = crash_every(mixed(fence), "broken-asap-rp-commit-before-ack", Config::default(), None);
+        let v = r.failures.into_iter().find_map(|f| f.verdict);
+        let v = v.unwrap_or_else(|| panic!("{fence}: not caught in {} images", r.images));
+        assert!(!v.durable, "{fence}: {v:?}");
+        // The violation names the fence as written.
+        assert_eq!(v.violations[0].path.last().map(|p| p.kind), Some(fence), "{v:?}");
+    }
+}
+
+/// `clflush` (unlike `clflushopt`/`clwb`) is ordered with later writes: a line flushed by it
+/// reaches the persistence domain before any later store of the thread becomes visible, so
+/// `st x; clflush x; st y` never persists y without x, with no fence at all (a tester's
+/// finding: the x86 model read it as weakly as clflushopt, and the baseline let later stores
+/// pass). Forty flushes queue at one MC; the last store goes to the other, idle one.
+#[test]
+fn a_clflush_orders_the_threads_later_stores_after_its_line() {
+    let trace = |flush: &str| {
+        let mut s = String::from("# pmsim trace v1\nthreads 1\n");
+        for i in 0..40u64 {
+            let a = 0x1_0000_0000u64 + 64 * i;
+            writeln!(s, "T0 store {a:#x} 8 {:x}\nT0 {flush} {a:#x}", i + 1).unwrap();
+        }
+        s.push_str("T0 store 0x100001000 8 63\nT0 clflush 0x100001000\n");
+        pmsim_trace::text::parse_str("clflush", &s).unwrap()
+    };
+    let ok = crash_every(trace("clflush"), "baseline", Config::default(), Some(Model::X86));
+    assert!(ok.images > 0 && ok.failures.is_empty(), "{:?}", ok.failures.first());
+    // A baseline whose later stores do not wait for the clflush is caught, by the clflush rule.
+    let r = crash_every(trace("clflush"), "broken-baseline-no-sfence-stall", Config::default(), Some(Model::X86));
+    let v = r.failures.into_iter().find_map(|f| f.verdict);
+    let v = v.unwrap_or_else(|| panic!("not caught in {} images", r.images));
+    assert!(!v.consistent, "{v:?}");
+    assert!(v.violations[0].path.iter().any(|p| p.kind == "clflush"), "{v:?}");
+    // clflushopt promises no such order: the same run is consistent without a fence.
+    let r = crash_every(trace("clflushopt"), "broken-baseline-no-sfence-stall", Config::default(), Some(Model::X86));
+    assert!(r.failures.is_empty(), "{:?}", r.failures.first());
+}
+
+/// A locked instruction (`rmw`, `release`) is an x86 fence point: the thread's earlier flushes
+/// and non-temporal stores are persistent when it performs, and order its later stores. HOPS,
+/// ASAP, delegated and BROI once mapped only `sfence`/`mfence` so and failed `--model x86` on
+/// these (a tester's finding); a slow, one-entry WPQ keeps the flushed lines in flight.
+#[test]
+fn a_locked_instruction_after_flushes_is_a_durability_point_under_every_design() {
+    let shapes = [
+        "T0 store 0x100000000 8 1\nT0 store 0x100002000 8 1\nT0 store 0x100004000 8 1\nT0 clwb 0x100000000\n\
+         T0 clwb 0x100002000\nT0 clwb 0x100004000\nT0 rmw 0x2000 8 1\nT0 store 0x100001000 8 2\n\
+         T0 clwb 0x100001000\nT0 sfence\n",
+        "T0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 release 0x100003000\nT0 compute 2000\n",
+        "T0 ntstore 0x100000000 8 1\nT0 ntstore 0x100002000 8 1\nT0 rmw 0x2000 8 1\nT0 store 0x100001000 8 2\n\
+         T0 compute 2000\n",
+    ];
+    let mut cfg = Config::default();
+    cfg.set("mc.wpq_entries", "1").unwrap();
+    cfg.set("pm.write_gbps", "0.01").unwrap();
+    for body in shapes {
+        let trace = pmsim_trace::text::parse_str("t", &format!("# pmsim trace v1\nthreads 1\n{body}")).unwrap();
+        for d in ["baseline", "eadr", "bbb", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "delegated", "broi"] {
+            let r = crash_every(trace.clone(), d, cfg.clone(), Some(Model::X86));
+            assert!(r.images > 0 && r.failures.is_empty(), "{d} on\n{body}: {:?}", r.failures.first());
+        }
+    }
+}

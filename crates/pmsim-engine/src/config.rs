@@ -142,7 +142,7 @@ config! {
     }
     et: EtCfg {
         entries: usize = 32, "entries", @int(1, 4096), "epoch table per core (ASAP)";
-        dep_epoch: String = "writer".into(), "name", @one_of(&["writer", "current"]), "which epoch of the source a cross-thread dependency waits for (HOPS, ASAP): writer (the epoch of the source's conflicting access, or the last one up to the release an acquire synchronises with; none if it has committed: design.md §6, each private line tagged with its last write's epoch) | current (the source's current epoch, closed then, whenever another core's access conflicts: the papers' 'replies with the data and current epoch number')";
+        dep_epoch: String = "writer".into(), "name", @one_of(&["writer", "current"]), "which epoch of the source a cross-thread dependency waits for (HOPS, ASAP, delegated, BROI): writer (the epoch of the source's conflicting access, or the last one up to the release an acquire synchronises with; none if it has committed: design.md §6, each private line tagged with its last write's epoch) | current (the source's current epoch, closed then, whenever another core's access conflicts: the papers' 'replies with the data and current epoch number')";
     }
     rt: RtCfg {
         entries: usize = 32, "records", @int(1, 1 << 16), "recovery table per MC (ASAP undo + delay records)";

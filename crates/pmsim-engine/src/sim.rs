@@ -221,9 +221,11 @@ impl Simulator {
     fn dispatch_side_effects(&mut self, core: usize) {
         if !self.m.hier.conflicts.is_empty() {
             let cs = std::mem::take(&mut self.m.hier.conflicts);
+            self.m.hier.ordering_conflicts = true;
             for c in &cs {
                 self.design.on_conflict(&mut self.m, core, c);
             }
+            self.m.hier.ordering_conflicts = false;
             self.m.hier.conflicts = cs;
             self.m.hier.conflicts.clear();
         }
@@ -546,11 +548,8 @@ impl Simulator {
     fn perform_head(&mut self, c: usize, head: &SbEntry) -> u64 {
         let line = head.addr & !(LINE_BYTES - 1);
         let now = self.m.now;
-        let acc = if head.kind == Kind::NtStore {
-            self.m.hier.nt_store(c, line, now)
-        } else {
-            self.m.hier.store(c, line, now)
-        };
+        let acc =
+            if head.kind == Kind::NtStore { self.m.hier.nt_store(c, line) } else { self.m.hier.store(c, line, now) };
         let lat = self.finish_access(line, acc);
         self.dispatch_side_effects(c);
         if head.kind == Kind::Rmw {

@@ -1,4 +1,4 @@
-//! Cross-thread dependencies of HOPS and ASAP wait for the source's epoch that made the
+//! Cross-thread dependencies of HOPS, ASAP, delegated and BROI wait for the source's epoch that made the
 //! conflicting access (or the release), and only while it is uncommitted (`et.dep_epoch =
 //! "writer"`, design.md §5); `"current"` waits for whatever the source's current epoch holds.
 //! Timing is arranged with `compute` so the reader comes long after the writer's `dfence`.
@@ -41,7 +41,7 @@ const ACQUIRE_IN_FLIGHT: &str = "# pmsim trace v1\nthreads 2\n\
 
 #[test]
 fn a_conflict_with_a_durable_write_orders_nothing() {
-    for d in ["hops-ep", "asap-ep"] {
+    for d in ["hops-ep", "asap-ep", "delegated", "broi"] {
         assert_eq!(deps(READ_AFTER_DURABLE, d, "writer"), 0.0, "{d}");
         // On T0's first epoch (through the lock word, which it also wrote).
         assert!(deps(READ_IN_FLIGHT, d, "writer") >= 1.0, "{d}");
@@ -62,7 +62,7 @@ fn waiting_for_the_current_epoch_orders_more_on_a_lock_based_table() {
     // hold nothing the dependent read, or that have long persisted.
     let p = [("threads", "4"), ("ops", "100")].map(|(k, v)| (k.to_string(), v.to_string()));
     let t = Arc::new(pmsim_workloads::generate("dash-eh", &p.into_iter().collect()).unwrap().trace);
-    for d in ["hops-ep", "hops-rp", "asap-ep", "asap-rp"] {
+    for d in ["hops-ep", "hops-rp", "asap-ep", "asap-rp", "delegated", "broi"] {
         let (writer, current) = (deps_of(&t, d, "writer"), deps_of(&t, d, "current"));
         assert!(writer > 0.0 && current > 2.0 * writer, "{d}: writer {writer}, current {current}");
     }

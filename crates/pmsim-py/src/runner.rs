@@ -256,7 +256,8 @@ fn write_text_streaming(p: &Path, out: &mut impl std::io::Write) -> Result<(), S
 
 /// `pmsim trace stats`.
 pub fn trace_stats(input: &Input) -> Result<TraceStats, String> {
-    let mut o = sources(input)?;
+    // Counting simulates nothing: a trace of more threads than the engine's cores is counted too.
+    let mut o = open_sources(input)?;
     TraceStats::collect(&o.pm, &mut o.sources).map_err(|e| e.to_string())
 }
 

@@ -19,10 +19,15 @@
 //! - **empty fences**: an `sfence`/`mfence` with no flush or non-temporal store of its thread
 //!   since its previous fence point (it orders nothing persistent).
 //!
-//! - **unpersisted sync words**: PM words whose last store is a `release`/`rmw` (lock words,
-//!   counters) and never persisted, reported apart and not counted as unpersisted stores:
-//!   libpmemobj's pool and `PMEMmutex` locks, and locks a program re-initialises on recovery,
-//!   are volatile by design.
+//! - **unpersisted sync words**: PM lock words whose last store never persisted — the last
+//!   store a `release`, or an `rmw` of a word some `acquire`/`release` also addresses (a lock
+//!   taken by CAS) — reported apart and not counted as unpersisted stores: libpmemobj's pool
+//!   and `PMEMmutex` locks, and locks a program re-initialises on recovery, are volatile by
+//!   design. A word only ever updated by `rmw` (a `fetch_add` counter, a CAS'd list head) is
+//!   data, and counts.
+//!
+//! A `clflush` (unlike `clflushopt`/`clwb`) is ordered with later writes: a store of its thread
+//! after it persists what it flushed, fence or not (docs/design.md §5).
 //!
 //! A design-neutral trace (`ofence`/`dfence`) leaves persistence to the design, not the program:
 //! it is reported as such, with nothing to lint. A trace recorded from a program by `pmsim trace
@@ -32,7 +37,7 @@
 use crate::dialect::{Dialect, DialectScan};
 use crate::event::{Event, Kind, LINE_BYTES, WORD_BYTES};
 use crate::trace::{is_pm, PmRange};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 /// The state of a PM word's last store.
@@ -92,8 +97,8 @@ pub struct LintReport {
     pub flushed_not_fenced: u64,
     /// PM words whose last store is unpersisted.
     pub unpersisted_words: u64,
-    /// PM words whose last store is a `release`/`rmw` that never persisted (lock words;
-    /// not counted in `unpersisted_stores`).
+    /// PM lock words (last store a `release`, or an `rmw` of a word an `acquire`/`release`
+    /// addresses) that never persisted (not counted in `unpersisted_stores`).
     pub unpersisted_sync_words: u64,
     pub flushes: u64,
     /// Flushes of a PM line with nothing written to it since its last flush (or ever).
@@ -124,8 +129,13 @@ pub struct Lint<'a> {
     words: FxHashMap<u64, WordStore>,
     /// Per thread: (word, store gid) flushed since its last fence point, waiting for the next.
     pending: Vec<Vec<(u64, u64)>>,
+    /// Per thread: (word, store gid) a `clflush` flushed since the thread's last store or fence
+    /// point, persisted by its next store.
+    clflushed: Vec<Vec<(u64, u64)>>,
     /// Per thread: a flush or non-temporal store since its last fence point.
     since_fence: Vec<bool>,
+    /// PM words some `acquire`/`release` addresses (lock words).
+    sync_words: FxHashSet<u64>,
     /// Per thread: its current operation (label id, ordinal) and how many it began.
     op: Vec<Option<(u32, u64)>>,
     ops_begun: Vec<u64>,
@@ -141,7 +151,9 @@ impl<'a> Lint<'a> {
             rep: LintReport { threads, ..Default::default() },
             words: FxHashMap::default(),
             pending: vec![Vec::new(); threads],
+            clflushed: vec![Vec::new(); threads],
             since_fence: vec![false; threads],
+            sync_words: Default::default(),
             op: vec![None; threads],
             ops_begun: vec![0; threads],
             stores: FxHashMap::default(),
@@ -154,6 +166,8 @@ impl<'a> Lint<'a> {
     }
 
     fn store(&mut self, t: usize, ev: &Event) {
+        // Not visible before the clflushes ahead of it completed, volatile or not.
+        self.persist(t, true);
         if !is_pm(self.pm, ev.addr) {
             return;
         }
@@ -187,11 +201,16 @@ impl<'a> Lint<'a> {
             if let Some(s) = self.words.get_mut(&w) {
                 // A word another thread flushed but has not fenced yet is covered by this
                 // thread's fence too; one this thread flushed already waits for it.
-                if s.state != State::Persisted && s.flushed_by & bit(t) == 0 && !s.nt {
-                    s.state = State::Flushed;
-                    s.flushed_by |= bit(t);
-                    self.pending[t].push((w, s.gid));
-                    useful = true;
+                if s.state != State::Persisted && !s.nt {
+                    if ev.kind == Kind::Clflush {
+                        self.clflushed[t].push((w, s.gid));
+                    }
+                    if s.flushed_by & bit(t) == 0 {
+                        s.state = State::Flushed;
+                        s.flushed_by |= bit(t);
+                        self.pending[t].push((w, s.gid));
+                        useful = true;
+                    }
                 }
             }
         }
@@ -201,7 +220,16 @@ impl<'a> Lint<'a> {
     }
 
     fn fence_point(&mut self, t: usize) {
-        for (w, gid) in std::mem::take(&mut self.pending[t]) {
+        self.persist(t, false);
+        self.clflushed[t].clear();
+        self.since_fence[t] = false;
+    }
+
+    /// What thread `t` flushed is persistent now: what its `clflush`es flushed (`clflush_only`),
+    /// or everything its flushes since its last fence point did.
+    fn persist(&mut self, t: usize, clflush_only: bool) {
+        let list = if clflush_only { &mut self.clflushed[t] } else { &mut self.pending[t] };
+        for (w, gid) in list.drain(..) {
             if let Some(s) = self.words.get_mut(&w) {
                 if s.gid == gid {
                     s.state = State::Persisted;
@@ -209,7 +237,6 @@ impl<'a> Lint<'a> {
                 }
             }
         }
-        self.since_fence[t] = false;
     }
 
     pub fn step(&mut self, t: usize, ev: &Event) {
@@ -230,7 +257,11 @@ impl<'a> Lint<'a> {
             Kind::Rmw | Kind::Release => {
                 self.fence_point(t);
                 self.store(t, ev);
+                if ev.kind == Kind::Release {
+                    self.sync_words.extend(Self::words_of(ev));
+                }
             }
+            Kind::Acquire => self.sync_words.extend(Self::words_of(ev)),
             Kind::Begin => {
                 self.op[t] = Some((ev.addr as u32, self.ops_begun[t]));
                 self.ops_begun[t] += 1;
@@ -249,9 +280,10 @@ impl<'a> Lint<'a> {
         rep.dialect = "x86";
         // Per unpersisted store: flushed (some word waits for a fence) or never flushed.
         let mut bad: FxHashMap<u64, bool> = FxHashMap::default();
-        for s in self.words.values() {
+        for (w, s) in &self.words {
             if s.state != State::Persisted {
-                if matches!(self.stores[&s.gid].kind, Kind::Release | Kind::Rmw) {
+                let kind = self.stores[&s.gid].kind;
+                if kind == Kind::Release || (kind == Kind::Rmw && self.sync_words.contains(w)) {
                     rep.unpersisted_sync_words += 1;
                     continue;
                 }
@@ -364,8 +396,12 @@ mod tests {
         assert_eq!(unpersisted(&lint(body)), vec![(0, "flushed-not-fenced")]);
         let r = lint(&format!("{body}T1 sfence\n"));
         assert_eq!(r.unpersisted_stores, 0);
-        // A locked rmw is a fence point; its own store is not flushed by it (a sync word).
-        let r = lint("threads 1\nT0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 rmw 0x100000040 8 1\n");
+        // A locked rmw is a fence point; its own store is not flushed by it (a lock word, as
+        // the word is also released).
+        let r = lint(
+            "threads 1\nT0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 release 0x100000040\n\
+             T0 rmw 0x100000040 8 1\n",
+        );
         assert_eq!((unpersisted(&r), r.unpersisted_sync_words), (vec![], 1));
     }
 
@@ -400,14 +436,38 @@ mod tests {
     #[test]
     fn lock_words_are_reported_apart_and_not_counted_as_unpersisted_stores() {
         // The release's and the rmw's words never persist; the data store is flushed and fenced.
+        // The rmw's word is a lock taken by CAS: another thread acquires it.
         let r = lint(
-            "threads 1\nT0 rmw 0x100000040 8 1\nT0 store 0x100000000 8 7\nT0 clwb 0x100000000\nT0 sfence\n\
-             T0 release 0x100000080 8 0\n",
+            "threads 2\nT0 rmw 0x100000040 8 1\nT0 store 0x100000000 8 7\nT0 clwb 0x100000000\nT0 sfence\n\
+             T0 release 0x100000080 8 0\nT1 acquire 0x100000040\n",
         );
         assert_eq!((r.dialect, r.unpersisted_stores, r.unpersisted_words, r.unpersisted_sync_words), ("x86", 0, 0, 2));
         // A data store after them still counts.
-        let r = lint("threads 1\nT0 rmw 0x100000040 8 1\nT0 store 0x100000000 8 7\nT0 sfence\n");
+        let r =
+            lint("threads 1\nT0 rmw 0x100000040 8 1\nT0 acquire 0x100000040\nT0 store 0x100000000 8 7\nT0 sfence\n");
         assert_eq!((r.unpersisted_stores, r.never_flushed, r.unpersisted_sync_words), (1, 1, 1));
+    }
+
+    #[test]
+    fn a_word_only_updated_by_rmw_is_data_not_a_lock() {
+        // A fetch_add counter (or a CAS'd head) never flushed: a tester's finding, once excused.
+        let r = lint("threads 1\nT0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 rmw 0x100000040 8 1\nT0 rmw 0x100000040 8 2\n");
+        assert_eq!((unpersisted(&r), r.unpersisted_sync_words), (vec![(3, "never-flushed")], 0));
+    }
+
+    #[test]
+    fn a_clflush_is_persisted_by_its_threads_next_store() {
+        // clflush is ordered with later writes (no fence needed); clflushopt is not.
+        let r = lint("threads 1\nT0 store 0x100000000 8 1\nT0 clflush 0x100000000\nT0 store 0x2000 8 2\n");
+        assert_eq!(r.unpersisted_stores, 0);
+        let r = lint("threads 1\nT0 store 0x100000000 8 1\nT0 clflushopt 0x100000000\nT0 store 0x2000 8 2\n");
+        assert_eq!(unpersisted(&r), vec![(0, "flushed-not-fenced")]);
+        // Nothing after it: the flush may still be on its way.
+        let r = lint("threads 1\nT0 store 0x100000000 8 1\nT0 clflush 0x100000000\n");
+        assert_eq!(unpersisted(&r), vec![(0, "flushed-not-fenced")]);
+        // Another thread's store does not wait for it.
+        let r = lint("threads 2\nT0 store 0x100000000 8 1\nT0 clflush 0x100000000\nT1 store 0x2000 8 2\n");
+        assert_eq!(unpersisted(&r), vec![(0, "flushed-not-fenced")]);
     }
 
     #[test]

@@ -26,6 +26,9 @@
 //!   every thread that acquires that address, perform only once it is acknowledged (RP: the
 //!   release's store precedes the acquirer's later stores); volatile ones too, as the sfence
 //!   stalls them all, or the order would not carry through a DRAM lock to a third thread.
+//! - a `clflush` (unlike `clflushopt`/`clwb`) is ordered with later writes: the thread's later
+//!   stores, volatile ones too, perform only once its write-back is acknowledged (so
+//!   `st x; clflush x; st y` never persists y without x, as Intel specifies);
 //! - a non-temporal store to a line dirty in a cache first writes that copy back (x86 evicts the
 //!   line; `Hierarchy::nt_store`), so the dirty words of other stores are not silently dropped.
 
@@ -320,6 +323,13 @@ impl Design for Baseline {
             self.clwb(m, core, line, 0);
             if kind != Kind::Clwb {
                 m.hier.flush_out(line);
+            }
+            if kind == Kind::Clflush {
+                // Unlike clflushopt/clwb, clflush is ordered with later writes: none of the
+                // thread's later stores performs before the line is in the persistence domain.
+                if let Some(target) = self.pending(line) {
+                    self.cores[core].sync_waits.push((line, target));
+                }
             }
         }
         Step::Done

@@ -84,9 +84,9 @@ struct Dep {
 #[derive(Clone, Debug)]
 struct Epoch {
     ts: u64,
-    /// When the epoch opened (ps): an access performed at or after this, and before the next
-    /// epoch opened, belongs to it.
-    opened_at: u64,
+    /// The access stamp when the epoch opened ([`crate::mem::hierarchy::Hierarchy::stamp`]):
+    /// an access with a larger stamp, and not larger than the next epoch's, belongs to it.
+    opened_seq: u64,
     /// PB entries of this epoch not yet acknowledged.
     pending: u32,
     stores: u32,
@@ -104,10 +104,10 @@ impl Epoch {
         self.stores > 0 || !self.deps.is_empty()
     }
 
-    fn new(ts: u64, opened_at: u64) -> Epoch {
+    fn new(ts: u64, opened_seq: u64) -> Epoch {
         Epoch {
             ts,
-            opened_at,
+            opened_seq,
             pending: 0,
             stores: 0,
             closed: false,
@@ -315,7 +315,7 @@ impl Buffered {
         core.et.back_mut().expect("current epoch").closed = true;
         let ts = core.next_ts;
         core.next_ts += 1;
-        core.et.push_back(Epoch::new(ts, m.now));
+        core.et.push_back(Epoch::new(ts, m.hier.stamp()));
         self.c.epochs += 1;
         self.progress(m, c);
         true
@@ -337,13 +337,13 @@ impl Buffered {
         (ts > self.cores[s].committed_upto).then_some(ts)
     }
 
-    /// The epoch of `s` a dependent of its access performed at `at` must wait for: the one the
-    /// access belongs to (the last opened at or before `at`; at a tie, the later one, which
-    /// orders more), or [`Self::dep_target`] if that is the open one. None if it has committed:
-    /// the access's epoch, and every earlier one, is durable, so there is nothing to order.
-    fn dep_target_at(&mut self, m: &mut Machine, s: usize, at: u64) -> Option<u64> {
+    /// The epoch of `s` a dependent of its access stamped `seq` must wait for: the one the
+    /// access belongs to (the last opened before it), or [`Self::dep_target`] if that is the
+    /// open one. None if it has committed: the access's epoch, and every earlier one, is
+    /// durable, so there is nothing to order.
+    fn dep_target_at(&mut self, m: &mut Machine, s: usize, seq: u64) -> Option<u64> {
         let et = &self.cores[s].et;
-        let i = et.iter().rposition(|e| e.opened_at <= at)?;
+        let i = et.iter().rposition(|e| e.opened_seq < seq)?;
         if i + 1 == et.len() {
             return self.dep_target(m, s);
         }
@@ -559,7 +559,7 @@ impl Buffered {
         if core.et.is_empty() {
             let ts = core.next_ts;
             core.next_ts += 1;
-            core.et.push_back(Epoch::new(ts, m.now));
+            core.et.push_back(Epoch::new(ts, m.hier.stamp()));
         }
         if core.nack_until.is_some_and(|n| n <= e.ts) {
             core.nack_until = None;
@@ -1082,6 +1082,10 @@ impl super::Design for Buffered {
         matches!(kind, Kind::Dfence | Kind::Sfence | Kind::Mfence)
     }
 
+    fn maps_x86_fences(&self) -> bool {
+        true
+    }
+
     fn loads_wait_for_barriers(&self) -> bool {
         self.promise == Promise::Ep
     }
@@ -1114,7 +1118,10 @@ impl super::Design for Buffered {
     fn on_fence(&mut self, m: &mut Machine, c: usize, kind: Kind, _gid: u64) -> Step {
         match kind {
             Kind::Ofence => self.fence(m, c, false, StallCause::Fence),
-            Kind::Dfence => self.fence(m, c, true, StallCause::Dfence),
+            Kind::Dfence => {
+                self.cores[c].saw_flush = false;
+                self.fence(m, c, true, StallCause::Dfence)
+            }
             _ => {
                 // Legacy x86: an sfence/mfence after clwbs or ntstores is a durability point.
                 if std::mem::take(&mut self.cores[c].saw_flush) {
@@ -1128,6 +1135,12 @@ impl super::Design for Buffered {
     }
 
     fn on_release(&mut self, m: &mut Machine, c: usize, _gid: u64) -> Step {
+        // Legacy x86: a locked instruction (rmw, release) after clwbs or ntstores is a durability
+        // point, as an sfence is (its epoch closes there, before the release's write, under RP).
+        if std::mem::take(&mut self.cores[c].saw_flush) {
+            self.c.sfence_as_dfence += 1;
+            return self.fence(m, c, true, StallCause::Dfence);
+        }
         if self.promise == Promise::Rp {
             // Stores before a release persist before the release's own write.
             if !self.close_epoch(m, c, false) {
@@ -1193,7 +1206,7 @@ impl super::Design for Buffered {
         if !orders || r == s {
             return;
         }
-        let target = if self.dep_on_current { self.dep_target(m, s) } else { self.dep_target_at(m, s, c.at) };
+        let target = if self.dep_on_current { self.dep_target(m, s) } else { self.dep_target_at(m, s, c.seq) };
         if let Some(ts) = target {
             self.add_dep(m, r, s, ts);
         }

@@ -8,8 +8,10 @@
 //! (`persist_sched/in_order.rs` for `delegated`, `persist_sched/broi.rs` for `broi`).
 //!
 //! Core side (one persist buffer per core, reusing [`PersistBuffer`]): PM stores enter the PB
-//! tagged with the thread's barrier epoch (split at `ofence`/`dfence` and at every coherence
-//! conflict under EP: both cores start a new epoch and the requester's depends on the source's).
+//! tagged with the thread's barrier epoch (split at `ofence`/`dfence` and at a coherence
+//! conflict under EP whose source access belongs to an epoch still in the persist buffer: the
+//! requester starts a new epoch that depends on that one, and the source closes it if it is
+//! still open; `et.dep_epoch = "current"` waits for the source's current epoch instead).
 //! Entries leave the PB in FIFO order, one per cycle, each only when no epoch up to its own
 //! has a cross-thread dependency outstanding and its BROI entry has a free unit and barrier
 //! index register; the MC side is told of the barrier by the epoch number. A dependency
@@ -56,11 +58,14 @@ struct EpochRec {
     /// Cross-thread dependencies not yet resolved.
     unresolved: u32,
     closed: bool,
+    /// The access stamp when it opened ([`crate::mem::hierarchy::Hierarchy::stamp`]): an
+    /// access with a larger stamp, and not larger than the next epoch's, belongs to it.
+    opened_seq: u64,
 }
 
 impl EpochRec {
-    fn new(ts: u64) -> EpochRec {
-        EpochRec { ts, pending: 0, stores: 0, unresolved: 0, closed: false }
+    fn new(ts: u64, opened_seq: u64) -> EpochRec {
+        EpochRec { ts, pending: 0, stores: 0, unresolved: 0, closed: false, opened_seq }
     }
 
     fn carries_order(&self) -> bool {
@@ -80,13 +85,16 @@ struct CoreS {
     release_scheduled: bool,
     dfence_wait: bool,
     admit_stalled: bool,
+    /// A flush or non-temporal store since the thread's last fence point (legacy x86: its next
+    /// locked instruction is then a durability point).
+    saw_flush: bool,
 }
 
 impl CoreS {
     fn new(cfg: &Config) -> CoreS {
         CoreS {
             pb: PersistBuffer::new(cfg.pb.entries),
-            et: VecDeque::from([EpochRec::new(1)]),
+            et: VecDeque::from([EpochRec::new(1, 0)]),
             next_ts: 2,
             persisted_upto: 0,
             dependents: Vec::new(),
@@ -94,6 +102,7 @@ impl CoreS {
             release_scheduled: false,
             dfence_wait: false,
             admit_stalled: false,
+            saw_flush: false,
         }
     }
 
@@ -137,6 +146,8 @@ pub struct Delegated {
     barrier_regs: usize,
     flush_ps: u64,
     step_ps: u64,
+    /// `et.dep_epoch = "current"`: a conflict waits for the source's current epoch.
+    dep_on_current: bool,
     /// Earliest pending step (`u64::MAX`: none).
     next_step: u64,
     /// The instant a step last looked again for a completion pending at it.
@@ -190,6 +201,7 @@ impl Delegated {
             barrier_regs: cfg.broi.barrier_regs,
             flush_ps: ns(cfg.pb.flush_ns),
             step_ps: ns(cfg.broi.step_ns),
+            dep_on_current: cfg.et.dep_epoch == "current",
             next_step: u64::MAX,
             rechecked_at: u64::MAX,
             remote_region: vec![0; cfg.broi.remote_entries],
@@ -215,8 +227,9 @@ impl Delegated {
 
     // ---- core side ------------------------------------------------------------------------
 
-    /// Ends `c`'s open epoch if it carries order; returns the closed epoch's ts.
-    fn close_epoch(&mut self, c: usize) -> Option<u64> {
+    /// Ends `c`'s open epoch if it carries order (the next opens at access stamp `seq`); returns
+    /// the closed epoch's ts.
+    fn close_epoch(&mut self, c: usize, seq: u64) -> Option<u64> {
         let core = &mut self.cores[c];
         if !core.cur().carries_order() {
             return None;
@@ -226,9 +239,26 @@ impl Delegated {
         let ts = cur.ts;
         let next = core.next_ts;
         core.next_ts += 1;
-        core.et.push_back(EpochRec::new(next));
+        core.et.push_back(EpochRec::new(next, seq));
         self.c.epochs += 1;
         Some(ts)
+    }
+
+    /// The epoch of `s` a conflict with its access stamped `seq` must wait for (the writer rule
+    /// of `buffered.rs`): the epoch open then, if `s` still holds it; the open one is closed
+    /// (its predecessor if it carries nothing). None: that epoch has persisted and left the
+    /// table, so there is nothing to order. `et.dep_epoch = "current"`: always the open one.
+    /// `now_seq` is the current access stamp.
+    fn dep_target(&mut self, now_seq: u64, s: usize, seq: u64) -> Option<u64> {
+        let et = &self.cores[s].et;
+        let i = if self.dep_on_current { et.len() - 1 } else { et.iter().rposition(|e| e.opened_seq < seq)? };
+        if i + 1 < et.len() {
+            return Some(et[i].ts);
+        }
+        Some(match self.close_epoch(s, now_seq) {
+            Some(ts) => ts,
+            None => self.cores[s].cur().ts - 1,
+        })
     }
 
     fn kick(&mut self, m: &mut Machine, c: usize) {
@@ -337,7 +367,7 @@ impl Delegated {
     }
 
     fn fence(&mut self, m: &mut Machine, c: usize, drain: bool) -> Step {
-        self.close_epoch(c);
+        self.close_epoch(c, m.hier.stamp());
         if !drain {
             self.advance(m, c);
             return Step::Done;
@@ -565,6 +595,10 @@ impl super::Design for Delegated {
         matches!(kind, Kind::Dfence | Kind::Sfence | Kind::Mfence)
     }
 
+    fn maps_x86_fences(&self) -> bool {
+        true
+    }
+
     fn loads_wait_for_barriers(&self) -> bool {
         true
     }
@@ -582,6 +616,7 @@ impl super::Design for Delegated {
 
     fn on_store(&mut self, m: &mut Machine, c: usize, st: &PmStore) {
         let core = &mut self.cores[c];
+        core.saw_flush |= st.nontemporal;
         let ts = core.cur().ts;
         core.cur().stores += 1;
         let (_, new) = core.pb.insert(m.now, &st.data, ts);
@@ -592,6 +627,9 @@ impl super::Design for Delegated {
     }
 
     fn on_fence(&mut self, m: &mut Machine, c: usize, kind: Kind, _gid: u64) -> Step {
+        if kind != Kind::Ofence {
+            self.cores[c].saw_flush = false; // every other fence drains
+        }
         match kind {
             Kind::Ofence => self.fence(m, c, false),
             Kind::Dfence => self.fence(m, c, true),
@@ -607,9 +645,20 @@ impl super::Design for Delegated {
         self.remote_from = threads.saturating_sub(self.remote_threads);
     }
 
-    fn on_flush(&mut self, _m: &mut Machine, _c: usize, _kind: Kind, _line: u64) -> Step {
+    fn on_flush(&mut self, _m: &mut Machine, c: usize, _kind: Kind, _line: u64) -> Step {
         // Persist buffers carry every PM store; flushes are redundant.
         self.c.clwb_ignored += 1;
+        self.cores[c].saw_flush = true;
+        Step::Done
+    }
+
+    fn on_release(&mut self, m: &mut Machine, c: usize, _gid: u64) -> Step {
+        // Legacy x86: a locked instruction (rmw, release) after flushes or non-temporal stores
+        // orders and persists them, as an sfence does.
+        if std::mem::take(&mut self.cores[c].saw_flush) {
+            self.c.sfence_as_dfence += 1;
+            return self.fence(m, c, true);
+        }
         Step::Done
     }
 
@@ -618,15 +667,15 @@ impl super::Design for Delegated {
         if r == s {
             return;
         }
-        let target = match self.close_epoch(s) {
-            Some(ts) => ts,
-            None => self.cores[s].cur().ts - 1,
+        let Some(target) = self.dep_target(m.hier.stamp(), s, c.seq) else {
+            self.advance(m, s);
+            return;
         };
         if target <= self.cores[s].persisted_upto {
             self.advance(m, s);
             return;
         }
-        self.close_epoch(r);
+        self.close_epoch(r, m.hier.stamp());
         self.c.deps += 1;
         let rc = &mut self.cores[r];
         let mine = rc.cur().ts;

@@ -84,6 +84,14 @@ pub trait Design: Send {
     /// design-neutral primitives; the others keep their mapping of legacy code.
     fn run_as_written(&mut self) {}
 
+    /// Does the design map `sfence`/`mfence` onto its own barriers in every trace (a durable one
+    /// after a flush or a non-temporal PM store, docs/design.md §3), not only in a legacy one?
+    /// The crash check then holds it to that mapping in a mixed trace too; a design that runs
+    /// them literally (the baseline) is not.
+    fn maps_x86_fences(&self) -> bool {
+        false
+    }
+
     /// Does the core wait for this fence to retire from the store buffer?
     fn fence_blocks_core(&self, kind: Kind) -> bool;
 

@@ -25,10 +25,10 @@ pub struct DirEntry {
     pub dirty: bool,
     /// When the line's data is on chip (a fill from memory in progress until then).
     pub ready_at: u64,
-    /// When the last write performed (ps).
-    pub written_at: u64,
-    /// When the latest read since that write performed (ps).
-    pub read_at: u64,
+    /// The stamp ([`super::hierarchy::Hierarchy::stamp`]) of the last write.
+    pub written_seq: u64,
+    /// The stamp of the latest read since that write.
+    pub read_seq: u64,
 }
 
 impl Default for DirEntry {
@@ -40,8 +40,8 @@ impl Default for DirEntry {
             readers: 0,
             dirty: false,
             ready_at: 0,
-            written_at: 0,
-            read_at: 0,
+            written_seq: 0,
+            read_seq: 0,
         }
     }
 }
@@ -56,11 +56,12 @@ pub struct Conflict {
     pub source_wrote: bool,
     /// The requester is storing (WAW/WAR) rather than loading (RAW).
     pub requester_wrote: bool,
-    /// When the source's access performed, or later: the last write's time, or for a WAR the
-    /// latest read of the line since that write (ps). The source's access belongs to its epoch
-    /// open then or to an earlier one, so a design can tell an access whose epoch has already
-    /// persisted (nothing to order) from one still in flight.
-    pub at: u64,
+    /// The stamp ([`super::hierarchy::Hierarchy::stamp`]) of the source's access, or a later
+    /// one: the last write's, or for a WAR the latest read of the line since that write. The
+    /// source's access belongs to the epoch it had open then or to an earlier one, so a design
+    /// can tell an access whose epoch has already persisted (nothing to order) from one still in
+    /// flight, even when an epoch opened within the same picosecond.
+    pub seq: u64,
 }
 
 #[derive(Default)]
@@ -89,7 +90,7 @@ impl Directory {
                 line,
                 source_wrote: true,
                 requester_wrote: false,
-                at: e.written_at,
+                seq: e.written_seq,
             });
         }
     }
@@ -105,7 +106,7 @@ impl Directory {
                 line,
                 source_wrote: true,
                 requester_wrote: true,
-                at: if read_since { e.read_at.max(e.written_at) } else { e.written_at },
+                seq: if read_since { e.read_seq.max(e.written_seq) } else { e.written_seq },
             });
         }
         let mut r = e.readers & !(1u64 << core);
@@ -115,7 +116,7 @@ impl Directory {
         while r != 0 {
             let c = r.trailing_zeros() as usize;
             r &= r - 1;
-            out.push(Conflict { source: c, line, source_wrote: false, requester_wrote: true, at: e.read_at });
+            out.push(Conflict { source: c, line, source_wrote: false, requester_wrote: true, seq: e.read_seq });
         }
     }
 }

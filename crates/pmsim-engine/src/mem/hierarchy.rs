@@ -33,6 +33,11 @@ pub struct Hierarchy {
     pub private_evictions: Vec<(usize, u64)>,
     /// Conflicts found by the last access.
     pub conflicts: Vec<Conflict>,
+    /// The perform order of directory-visible accesses: each takes the next stamp (see
+    /// [`Hierarchy::stamp`]).
+    stamp: u64,
+    /// The designs are being shown the conflicts of the latest access (see [`Hierarchy::stamp`]).
+    pub ordering_conflicts: bool,
 }
 
 impl Hierarchy {
@@ -55,6 +60,8 @@ impl Hierarchy {
             llc_evictions: Vec::new(),
             private_evictions: Vec::new(),
             conflicts: Vec::new(),
+            stamp: 0,
+            ordering_conflicts: false,
         }
     }
 
@@ -118,12 +125,28 @@ impl Hierarchy {
         e.ready_at = e.ready_at.max(t);
     }
 
+    /// The stamp an epoch opened now takes: accesses that performed before have at most this
+    /// one, later ones a larger one, even within one picosecond, so a design can tell which of
+    /// its epochs a conflicting access belonged to. While the conflicts of an access are shown
+    /// to the designs, the epochs they open come before that access (it is ordered after
+    /// them): one less than its stamp.
+    #[inline]
+    pub fn stamp(&self) -> u64 {
+        self.stamp - self.ordering_conflicts as u64
+    }
+
+    #[inline]
+    fn next_stamp(&mut self) -> u64 {
+        self.stamp += 1;
+        self.stamp
+    }
+
     fn read(&mut self, core: usize, line: u64, now: u64, performs: bool) -> Access {
         self.conflicts.clear();
         let mut lat = self.l1_ps;
         if self.l1[core].access(line) {
             if performs {
-                self.first_read_of_held_line(core, line, now);
+                self.first_read_of_held_line(core, line);
             }
             return Access { latency: lat, mem_read: false };
         }
@@ -135,12 +158,13 @@ impl Hierarchy {
                 }
             }
             if performs {
-                self.first_read_of_held_line(core, line, now);
+                self.first_read_of_held_line(core, line);
             }
             return Access { latency: lat, mem_read: false };
         }
         lat += self.llc_ps;
         let in_llc = self.llc.access(line);
+        let stamp = if performs { self.next_stamp() } else { 0 };
         // One directory lookup: the fills below only touch other lines' entries.
         let d = self.dir.lines.entry(line).or_default();
         let e: DirEntry = *d;
@@ -167,7 +191,7 @@ impl Hierarchy {
         }
         if performs {
             d.readers |= me;
-            d.read_at = now;
+            d.read_seq = stamp;
         }
         if !in_llc {
             self.fill_llc(line);
@@ -181,11 +205,12 @@ impl Hierarchy {
     /// there, so it is a reader from now on (WAR with the next writer) and conflicts with the
     /// line's last writer (RAW), as a miss would. Later hits find the bit set: one directory
     /// look-up per hit, no conflict.
-    fn first_read_of_held_line(&mut self, core: usize, line: u64, now: u64) {
+    fn first_read_of_held_line(&mut self, core: usize, line: u64) {
         let me = 1u64 << core;
+        let stamp = self.next_stamp();
         let Some(d) = self.dir.lines.get_mut(&line) else { return };
         // Every read counts: a later writer is ordered after the reader's latest read.
-        d.read_at = now;
+        d.read_seq = stamp;
         if d.readers & me != 0 {
             return;
         }
@@ -201,6 +226,7 @@ impl Hierarchy {
     pub fn store(&mut self, core: usize, line: u64, now: u64) -> Access {
         self.conflicts.clear();
         let me = 1u64 << core;
+        let stamp = self.next_stamp();
         // One directory lookup: the line ends up owned, dirty, last written by `core`; the fills
         // below only touch other lines' entries.
         let d = self.dir.lines.entry(line).or_default();
@@ -210,7 +236,7 @@ impl Hierarchy {
         d.last_writer = core as u8;
         d.readers = 0;
         d.dirty = true;
-        d.written_at = now;
+        d.written_seq = stamp;
         Directory::store_conflicts(&e, core, &mut self.conflicts, line);
         let mut lat = self.l1_ps;
         lat = lat.max(e.ready_at.saturating_sub(now));
@@ -250,8 +276,9 @@ impl Hierarchy {
     /// A non-temporal store: invalidates every cached copy (the data goes straight to memory). A
     /// copy dirty in some cache is written back first (reported as a dirty LLC eviction), as x86
     /// evicts it: the words other stores left there must not vanish with the invalidation.
-    pub fn nt_store(&mut self, core: usize, line: u64, now: u64) -> Access {
+    pub fn nt_store(&mut self, core: usize, line: u64) -> Access {
         self.conflicts.clear();
+        let stamp = self.next_stamp();
         let d = self.dir.lines.entry(line).or_default();
         let e: DirEntry = *d;
         if e.dirty {
@@ -262,7 +289,7 @@ impl Hierarchy {
         d.last_writer = core as u8;
         d.readers = 0;
         d.dirty = false;
-        d.written_at = now;
+        d.written_seq = stamp;
         Directory::store_conflicts(&e, core, &mut self.conflicts, line);
         let mut s = e.sharers;
         while s != 0 {

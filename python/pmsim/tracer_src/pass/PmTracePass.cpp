@@ -43,6 +43,7 @@
 #include "llvm/Analysis/ValueTracking.h"
 #include "llvm/IR/DebugInfoMetadata.h"
 #include "llvm/IR/Function.h"
+#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/Instructions.h"
@@ -1598,10 +1599,50 @@ struct PmTracePass : PassInfoMixin<PmTracePass> {
   static bool isRequired() { return true; }
 };
 
+// The allocation functions whose memory the runtime makes PM under `--pm heap` (and their
+// frees). Under -O1 and above LLVM treats them as builtins: GlobalOpt turns a `static T *p =
+// malloc(..)` whose pointer never escapes into a global in .bss, and DSE and InstCombine drop
+// the stores to, or the whole of, an allocation nothing reads back. The object then stops being
+// heap memory exactly when the program never flushes it (a flush makes the pointer escape),
+// which is the bug the trace exists to show. So before any optimisation runs, calls to them are
+// marked `nobuiltin`. The wrappers' -fno-builtin-malloc (...) flags do the same for C calls; a
+// C++ new-expression's call carries a `builtin` attribute that no flag removes, and C++ lets a
+// new/delete pair be elided.
+bool isAllocCall(StringRef n) {
+  static const char *const names[] = {"malloc",  "calloc",        "realloc", "reallocarray",   "free",
+                                      "memalign", "aligned_alloc", "valloc",  "posix_memalign", "pvalloc",
+                                      "strdup",   "strndup"};
+  for (const char *c : names)
+    if (n == c)
+      return true;
+  // operator new / new[] / delete / delete[], every overload (sized, aligned, nothrow)
+  return n.startswith("_Znw") || n.startswith("_Zna") || n.startswith("_Zdl") || n.startswith("_Zda");
+}
+
+struct PmKeepHeapPass : PassInfoMixin<PmKeepHeapPass> {
+  PreservedAnalyses run(Module &M, ModuleAnalysisManager &) {
+    bool changed = false;
+    for (Function &F : M)
+      for (Instruction &I : instructions(F)) {
+        auto *CB = dyn_cast<CallBase>(&I);
+        Function *Fn = CB ? CB->getCalledFunction() : nullptr;
+        if (!Fn || !isAllocCall(Fn->getName()))
+          continue;
+        CB->removeFnAttr(Attribute::Builtin);
+        CB->addFnAttr(Attribute::NoBuiltin);
+        changed = true;
+      }
+    return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
+  }
+  static bool isRequired() { return true; }
+};
+
 } // namespace
 
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
   return {LLVM_PLUGIN_API_VERSION, "pmsim-trace", "0.1", [](PassBuilder &PB) {
+            PB.registerPipelineStartEPCallback(
+                [](ModulePassManager &MPM, OptimizationLevel) { MPM.addPass(PmKeepHeapPass()); });
             PB.registerOptimizerLastEPCallback(
                 [](ModulePassManager &MPM, OptimizationLevel) { MPM.addPass(PmTracePass()); });
           }};

@@ -26,7 +26,9 @@
  *
  * Configuration (set by `pmsim trace record`): PMSIM_TRACE_OUT (file; must not exist),
  * PMSIM_TRACE_PM (heap | dax:DIR | pmdk | range:ADDR:SIZE), PMSIM_TRACE_VOLATILE (keep | drop),
- * PMSIM_TRACE_META (provenance lines `key=value`, written into the trace), PMSIM_TRACE_REPORT
+ * PMSIM_TRACE_META (provenance lines `key=value`, written into the trace) or
+ * PMSIM_TRACE_META_FILE (a file holding them: `record` uses it, as one environment string is
+ * limited to 128 KiB and the program's arguments are part of the provenance), PMSIM_TRACE_REPORT
  * (a file where each instrumented process says whether it traced; see report()).
  */
 #define _GNU_SOURCE
@@ -893,8 +895,7 @@ void pmsim_strand(void) { fence_ev(K_STRAND); }
 
 static void report(const char *what);
 
-static void write_meta(const char *text) {
-  uint32_t len = (uint32_t)strlen(text);
+static void write_meta_n(const char *text, uint32_t len) {
   uint8_t tag = 3;
   spin_lock(&g_file_lock);
   write_all(&tag, 1);
@@ -902,13 +903,45 @@ static void write_meta(const char *text) {
   write_all(text, len);
   spin_unlock(&g_file_lock);
 }
+static void write_meta(const char *text) { write_meta_n(text, (uint32_t)strlen(text)); }
+
+/* The provenance in PMSIM_TRACE_META_FILE (read before the program runs: no malloc yet). */
+static void write_meta_file(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size > UINT32_MAX / 2)
+    die("cannot read the trace's provenance (PMSIM_TRACE_META_FILE)");
+  size_t len = (size_t)st.st_size;
+  if (len) {
+    char *text = raw_mmap(len);
+    size_t got = 0;
+    while (got < len) {
+      ssize_t r = read(fd, text + got, len - got);
+      if (r <= 0)
+        break;
+      got += (size_t)r;
+    }
+    write_meta_n(text, (uint32_t)got);
+    syscall(SYS_munmap, text, len);
+  }
+  syscall(SYS_close, fd);
+}
 
 /* Ends tracing and writes every thread's buffered events; returns the file offset where END
  * goes. Threads still running stop tracing (g_on = 0); one in the middle of an event is waited
  * for (up to 2 s), so no event is half-written and the gids stay without gaps. */
 static off_t finish_events(void) {
-  if (t_buf && !t_busy) /* the exiting thread's work after its last event */
-    compute_ev(t_buf);
+  /* The exiting thread's work after its last event. A thread that made no event at all (a
+   * main() that only computes on its stack) takes a slot for it: the count is promised at exit. */
+  if (!t_busy && (t_buf || (__pmt_icount && g_count_compute))) {
+    int fresh = !t_buf;
+    compute_ev(my_buf());
+    uint32_t n = atomic_load(&g_threads);
+    /* my_buf() leaves the header alone once finishing has begun (a forked child may share the
+     * file); this is the traced process itself, so the thread count is set here. */
+    if (fresh && pwrite(g_fd, &n, 4, 12) != 4)
+      die_("cannot update the trace header", 0);
+  }
   g_on = 0;
   unsigned n = atomic_load(&g_threads);
   for (unsigned i = 0; i < n && i < MAX_THREADS; i++) {
@@ -1227,9 +1260,12 @@ __attribute__((constructor(101))) static void pmt_init(void) {
   memcpy(hdr + 28, &size, 8);
   write_all(hdr, 36);
   const char *meta = getenv("PMSIM_TRACE_META");
+  const char *meta_file = getenv("PMSIM_TRACE_META_FILE");
   g_on = 1;
   if (meta && *meta)
     write_meta(meta);
+  if (meta_file && *meta_file)
+    write_meta_file(meta_file);
   if (pthread_key_create(&g_end_key, thread_end))
     die("cannot create the thread-end key (pthread_key_create)");
   pthread_atfork(NULL, NULL, child_off);
@@ -1413,8 +1449,13 @@ static void heap_free(void *p) {
 
 static inline int heap_on(void) { return g_on && g_mode == PM_HEAP && g_heap; }
 
-void *malloc(size_t n) { return heap_on() ? heap_alloc(n, 16) : __libc_malloc(n); }
-void free(void *p) {
+/* Weak, as the PMDK wrappers: a program with an allocator of its own (malloc, free, calloc,
+ * realloc defined in it) links, and its definitions win. Its memory is then what its allocator
+ * carves (from a static arena, from mmap), which is not the PM heap. */
+#define ALLOC_FN __attribute__((weak))
+
+ALLOC_FN void *malloc(size_t n) { return heap_on() ? heap_alloc(n, 16) : __libc_malloc(n); }
+ALLOC_FN void free(void *p) {
   if (!p)
     return;
   if (in_heap(p))
@@ -1422,7 +1463,7 @@ void free(void *p) {
   else
     __libc_free(p);
 }
-void *calloc(size_t a, size_t b) {
+ALLOC_FN void *calloc(size_t a, size_t b) {
   if (!heap_on())
     return __libc_calloc(a, b);
   if (b && a > SIZE_MAX / b) {
@@ -1439,7 +1480,7 @@ void *calloc(size_t a, size_t b) {
   }
   return p;
 }
-void *realloc(void *p, size_t n) {
+ALLOC_FN void *realloc(void *p, size_t n) {
   if (!p)
     return malloc(n);
   if (!in_heap(p))
@@ -1461,7 +1502,7 @@ void *realloc(void *p, size_t n) {
   }
   return q;
 }
-void *memalign(size_t align, size_t n) {
+ALLOC_FN void *memalign(size_t align, size_t n) {
   if (!heap_on())
     return __libc_memalign(align, n);
   if (align > SIZE_MAX / 2 + 1) { /* as glibc */
@@ -1473,8 +1514,8 @@ void *memalign(size_t align, size_t n) {
     a <<= 1;
   return heap_alloc(n, a);
 }
-void *aligned_alloc(size_t align, size_t n) { return memalign(align, n); }
-int posix_memalign(void **out, size_t align, size_t n) {
+ALLOC_FN void *aligned_alloc(size_t align, size_t n) { return memalign(align, n); }
+ALLOC_FN int posix_memalign(void **out, size_t align, size_t n) {
   if (!align || align % sizeof(void *) || (align & (align - 1)))
     return EINVAL; /* as glibc: a power-of-two multiple of sizeof(void *) */
   void *p = memalign(align, n);
@@ -1483,7 +1524,14 @@ int posix_memalign(void **out, size_t align, size_t n) {
   *out = p;
   return 0;
 }
-void *valloc(size_t n) { return memalign(4096, n); }
+ALLOC_FN void *valloc(size_t n) { return memalign(4096, n); }
+ALLOC_FN void *pvalloc(size_t n) { /* as glibc: whole pages, at least one */
+  if (n > SIZE_MAX - 4095) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return memalign(4096, n ? (n + 4095) & ~(size_t)4095 : 4096);
+}
 
 /* ---------- mmap (--pm dax:DIR) ---------- */
 
@@ -1816,7 +1864,9 @@ static size_t movnt_threshold(void) {
  *   movnt threshold): ntstores for the whole 64 B lines, plain stores and a clwb for a partial
  *   line at either end (libpmem's aligned movnt loop and its small-copy head and tail);
  * - else plain stores and a clwb per line;
- * and a drain unless NODRAIN (pmem_memmove(3)). */
+ * and a drain unless NODRAIN (pmem_memmove(3)). The source's loads (memcpy and memmove alike)
+ * come first: a load carries no value, so recording them after the real copy is right even when
+ * a memmove's ranges overlap, and a copy reads its source before its stores (as llvm.memmove). */
 static void pmem_effect_flags(void *dst, const void *src, size_t len, unsigned flags) {
   if (src)
     mem_access(K_LOAD, src, len, 0);
@@ -1864,7 +1914,7 @@ PMDK_WRAPPER void *pmem_memmove_persist(void *d, const void *s, size_t n) {
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memmove_persist(d, s, n);
   if (outer)
-    pmem_effect(d, NULL, n, 1);
+    pmem_effect(d, s, n, 1);
   PMEM_WRAP_END
   return r;
 }
@@ -1891,7 +1941,7 @@ PMDK_WRAPPER void *pmem_memmove_nodrain(void *d, const void *s, size_t n) {
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memmove_nodrain(d, s, n);
   if (outer)
-    pmem_effect(d, NULL, n, 0);
+    pmem_effect(d, s, n, 0);
   PMEM_WRAP_END
   return r;
 }
@@ -1918,7 +1968,7 @@ PMDK_WRAPPER void *pmem_memmove(void *d, const void *s, size_t n, unsigned flags
   PMEM_WRAP_BEGIN
   void *r = real_pmem_memmove(d, s, n, flags);
   if (outer)
-    pmem_effect_flags(d, NULL, n, flags);
+    pmem_effect_flags(d, s, n, flags);
   PMEM_WRAP_END
   return r;
 }
@@ -2094,7 +2144,7 @@ static void *pm2_memmove(void *d, const void *s, size_t n, unsigned flags) {
   PMEM_WRAP_BEGIN
   void *r = pm2_at(d).memmove_(d, s, n, flags);
   if (outer)
-    pmem_effect_flags(d, NULL, n, flags);
+    pmem_effect_flags(d, s, n, flags);
   PMEM_WRAP_END
   return r;
 }
