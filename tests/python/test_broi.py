@@ -110,6 +110,11 @@ def test_reproduce_broi_quick(cli, tmp_path: Path):
         assert (m.broi / m.delegated).prod() ** (1 / len(m)) > 1.0, scenario
     fig11 = pd.read_csv(d / "fig11_scalability.csv")
     assert sorted(set(fig11.threads)) == [1, 2, 4, 8]
+    # The same sweep under XOR bank interleaving: the mapping reaches the banks (BLP differs).
+    m11 = pd.read_csv(d / "fig11_bank_mapping.csv")
+    assert set(m11.bank_mapping) == {"stride", "xor"} and len(m11) == 2 * len(fig11)
+    blp = m11.pivot_table(index=["benchmark", "threads", "design"], columns="bank_mapping", values="blp")
+    assert (blp.stride != blp.xor).any()
     bank = pd.read_csv(d / "bank_stats.csv")
     assert (bank.blp >= 1.0).all() and ((bank.row_hit_rate >= 0) & (bank.row_hit_rate <= 1)).all()
     for png in ("fig9_memory_throughput.png", "fig10_op_throughput.png", "fig11_scalability.png"):

@@ -264,6 +264,9 @@ fn fence_completions(
     Ok(done)
 }
 
+/// A `dfence_boundary` epoch meaning "the nodes before the event in program order".
+const BEFORE_IT: u32 = u32::MAX;
+
 impl Graph {
     pub fn build(trace: &Trace, record: &RunRecord, model: Model, fences: FenceReading) -> Result<Graph, CheckError> {
         let threads = trace.num_threads();
@@ -279,6 +282,8 @@ impl Graph {
         let mut thread_nodes = vec![Vec::new(); threads];
         let mut epoch_start: Vec<Vec<u32>> = vec![vec![0]; threads];
         let mut dfence_boundary: FxHashMap<u64, (u16, u32, usize)> = FxHashMap::default();
+        // Legacy reading: the `rmw`/`release` events that are durable fence points.
+        let mut locked_points: Vec<u64> = Vec::new();
         // A legacy x86 trace checked against EP/RP/strict (or any trace, for a design that maps
         // x86 fences): its `sfence`/`mfence` are read as every design that promises those
         // models maps them (docs/design.md §3): a barrier, and a durable one (a dfence) when its
@@ -299,6 +304,15 @@ impl Graph {
                     return Err(CheckError::DuplicateGid { gid: e.gid });
                 }
                 if is_node_kind(e.kind, model) {
+                    if legacy && matches!(e.kind, Kind::Rmw | Kind::Release) && std::mem::take(&mut flushed) {
+                        // A locked instruction after flushes is their fence point: the designs
+                        // take it as a dfence before it (docs/design.md §3), so what precedes it
+                        // is durable when it performs; an sfence after it has nothing left to
+                        // persist. A durability point only, not a barrier: loads after it may
+                        // perform before it in the engine.
+                        dfence_boundary.insert(e.gid, (t as u16, BEFORE_IT, i));
+                        locked_points.push(e.gid);
+                    }
                     let acq = matches!(e.kind, Kind::Acquire | Kind::Rmw);
                     let rel = matches!(e.kind, Kind::Release | Kind::Rmw);
                     let base = Node {
@@ -330,11 +344,6 @@ impl Graph {
                     thread_nodes[t].push(id);
                     // x86 persists a non-temporal store at the next sfence, as a flushed line.
                     flushed |= e.kind == Kind::NtStore && trace.is_pm(e.addr);
-                    if legacy && matches!(e.kind, Kind::Rmw | Kind::Release) {
-                        // A locked instruction is the fence point of the flushes before it (the
-                        // designs persist them there); an sfence after it has none to persist.
-                        flushed = false;
-                    }
                     if model == Model::X86 && matches!(e.kind, Kind::Rmw | Kind::Release) {
                         // x86: the fence point of a locked instruction, apart from its own store
                         // (which no flush covers, so later stores must not require it).
@@ -728,7 +737,13 @@ impl Graph {
         // A legacy trace's durable sfences/mfences complete as the record's `fences` say; the
         // others are barriers only.
         let legacy_dfences = record.fences.iter().filter(|(gid, _)| legacy && dfence_boundary.contains_key(gid));
-        for (index, &(gid, time)) in record.dfences.iter().chain(legacy_dfences).enumerate() {
+        // A locked fence point completes when its instruction performs (never: no requirement).
+        let locked: Vec<(u64, u64)> = locked_points
+            .iter()
+            .map(|&gid| (gid, nodes[gid_node[&gid] as usize].time))
+            .filter(|&(_, time)| time != u64::MAX)
+            .collect();
+        for (index, &(gid, time)) in record.dfences.iter().chain(legacy_dfences).chain(&locked).enumerate() {
             let Some(&(thread, boundary, prog)) = dfence_boundary.get(&gid) else {
                 let kind = evs.get(gid).map(|e| e.kind.name());
                 return Err(match kind {
@@ -742,7 +757,7 @@ impl Graph {
             let t = thread as usize;
             let before = thread_nodes[t].partition_point(|&n| (nodes[n as usize].prog as usize) < prog);
             let ready = ready_prefix[t][before];
-            let boundary = epoch_start[t][boundary as usize];
+            let boundary = if boundary == BEFORE_IT { before as u32 } else { epoch_start[t][boundary as usize] };
             let kind = evs.get(gid).map_or(Kind::Dfence, |e| e.kind);
             dfences.push(Dfence { gid, kind, thread, time, boundary, ready });
         }

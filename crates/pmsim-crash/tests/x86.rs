@@ -343,3 +343,30 @@ fn a_locked_instruction_after_flushes_is_a_durability_point_under_every_design()
         }
     }
 }
+
+/// The EP/RP reading of a legacy trace holds a design to the durability a locked instruction
+/// after flushes gives (the designs mapping x86 fences take it as a dfence): a baseline whose
+/// locked instruction does not wait for the flushes before it is caught there, under that
+/// reading as under x86.
+#[test]
+fn a_locked_instruction_after_flushes_is_checked_as_a_durability_point() {
+    let mut s = String::from("# pmsim trace v1\nthreads 1\n");
+    for i in 0..8u64 {
+        let a = 0x1_0000_0000u64 + 64 * i;
+        writeln!(s, "T0 store {a:#x} 8 {:x}\nT0 clwb {a:#x}\nT0 rmw 0x2000 8 {:x}\nT0 compute 500", i + 1, i + 1)
+            .unwrap();
+    }
+    let trace = pmsim_trace::text::parse_str("locked", &s).unwrap();
+    assert_eq!(trace.dialect(), pmsim_trace::Dialect::X86);
+    for d in ["baseline", "eadr", "bbb", "hops-ep", "hops-rp", "asap-ep", "asap-rp", "delegated", "broi"] {
+        for model in [None, Some(Model::Ep), Some(Model::Rp)] {
+            let r = crash_every(trace.clone(), d, Config::default(), model);
+            assert!(r.images > 0 && r.failures.is_empty(), "{d} {model:?}: {:?}", r.failures.first());
+        }
+    }
+    let r = crash_every(trace, "broken-baseline-no-sfence-stall", Config::default(), Some(Model::Ep));
+    let v = r.failures.into_iter().find_map(|f| f.verdict);
+    let v = v.unwrap_or_else(|| panic!("not caught in {} images", r.images));
+    assert!(!v.durable, "{v:?}");
+    assert_eq!(v.violations[0].path.last().map(|p| p.kind), Some("rmw"), "{v:?}");
+}

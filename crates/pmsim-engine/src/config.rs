@@ -122,6 +122,7 @@ config! {
     bank: BankCfg {
         count: usize = 8, "banks", @pow2(1, 1024), "banks per MC (banked model; power of two)";
         row_bytes: u64 = 2048, "bytes", @pow2(64, 1 << 30), "row buffer size; also the stride unit of the address mapping (a row-sized group of consecutive addresses stays in one bank, consecutive groups go to consecutive banks)";
+        mapping: String = "stride".into(), "name", @one_of(&["stride", "xor"]), "bank address mapper: stride (the seed's: consecutive row-sized groups on consecutive banks) | xor (permutation-based interleaving, Zhang et al. MICRO'00: the stride bank XOR the row index's low bits, so regions a multiple of banks x rows apart do not start in one bank)";
         hit_ns: f64 = 36.0, "ns", @LATENCY_NS, "read or write that hits the open row";
         read_conflict_ns: f64 = 100.0, "ns", @LATENCY_NS, "read that must open another row";
         write_conflict_ns: f64 = 300.0, "ns", @LATENCY_NS, "write that must open another row";

@@ -311,6 +311,9 @@ pub(crate) struct Cursor<R: Read + Seek> {
     pub r: R,
     pub header: Header,
     pub offset: u64,
+    /// The stream's length: a skipped block must end within it (a seek past the end succeeds,
+    /// and the error would name a byte the file does not have).
+    len: u64,
     /// META records passed so far (their text), in file order.
     pub meta: Vec<String>,
 }
@@ -319,7 +322,10 @@ impl<R: Read + Seek> Cursor<R> {
     pub fn open(file: &str, mut r: R) -> Result<Cursor<R>, TraceError> {
         let header = read_header(file, &mut r)?;
         let offset = header.records_at;
-        Ok(Cursor { file: file.to_string(), r, header, offset, meta: Vec::new() })
+        let io = |e: std::io::Error| TraceError::new(file, 0, format!("cannot read: {e}"));
+        let len = r.seek(SeekFrom::End(0)).map_err(io)?;
+        r.seek(SeekFrom::Start(offset)).map_err(io)?;
+        Ok(Cursor { file: file.to_string(), r, header, offset, len, meta: Vec::new() })
     }
 
     fn bad(&self, m: &str) -> TraceError {
@@ -391,6 +397,9 @@ impl<R: Read + Seek> Cursor<R> {
                         )));
                     }
                     if !want(thread) {
+                        if self.offset + stored_len as u64 > self.len {
+                            return Err(self.bad("truncated block"));
+                        }
                         self.r.seek(SeekFrom::Current(stored_len as i64)).map_err(|_| self.bad("truncated block"))?;
                         self.offset += stored_len as u64;
                         continue;
@@ -681,5 +690,23 @@ mod tests {
         bad[8] = 9; // version
         let e = read("t.bin", std::io::Cursor::new(bad)).unwrap_err().to_string();
         assert!(e.contains("version 9"), "{e}");
+    }
+
+    #[test]
+    fn a_skipped_block_cut_short_is_reported_at_a_byte_the_file_has() {
+        // A tester's finding: seeking over a block succeeds past the end, so the error named a
+        // byte beyond the file (13047 of a 3000 B file).
+        let bytes = write(Vec::new(), &sample(), false).unwrap();
+        let cut = &bytes[..bytes.len() / 3];
+        let mut c = Cursor::open("t.bin", std::io::Cursor::new(cut)).unwrap();
+        let e = loop {
+            match c.next(&|_| false) {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("a cut file read to its END"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        let at: usize = e.split("at byte ").nth(1).and_then(|r| r.split(':').next()).unwrap().parse().unwrap();
+        assert!(e.contains("truncated block") && at <= cut.len(), "{e} (file of {} B)", cut.len());
     }
 }

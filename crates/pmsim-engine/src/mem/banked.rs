@@ -12,9 +12,12 @@
 //! before writes except in write drain (queue above `drain_high_pct` until below
 //! `drain_low_pct`), when the queued writes of a read's bank go first.
 //!
-//! Address mapping (the seed's stride mapping, after FIRM): the MC-local address is split into
-//! row-sized groups; a group stays in one bank (row-buffer locality for sequential writes) and
-//! consecutive groups go to consecutive banks (BLP for larger footprints).
+//! Address mapping (`bank.mapping`; the seed's stride mapping, after FIRM, by default): the
+//! MC-local address is split into row-sized groups; a group stays in one bank (row-buffer
+//! locality for sequential writes) and consecutive groups go to consecutive banks (BLP for
+//! larger footprints). `xor` (permutation-based interleaving) XORs that bank with the low bits
+//! of the row index, as memory controllers do so that regions aligned to a large power of two
+//! (per-thread heaps, logs) do not all begin in one bank; rows and row locality are unchanged.
 
 use crate::config::{ns, Config};
 
@@ -30,6 +33,8 @@ pub struct BankStats {
 
 pub struct Banks {
     count: usize,
+    /// `bank.mapping = "xor"`.
+    xor: bool,
     row_shift: u32,
     mc_gran: u64,
     mc_count: u64,
@@ -65,6 +70,7 @@ impl Banks {
         let low = ((q as f64 * cfg.bank.drain_low_pct / 100.0).floor() as usize).min(high - 1);
         Banks {
             count: n,
+            xor: cfg.bank.mapping == "xor",
             row_shift: cfg.bank.row_bytes.trailing_zeros(),
             mc_gran: cfg.mc.interleave,
             mc_count: cfg.mc.count as u64,
@@ -91,7 +97,7 @@ impl Banks {
         self.count
     }
 
-    /// (bank, row) of a line under the stride mapping.
+    /// (bank, row) of a line under the configured mapping.
     #[inline]
     pub fn locate(&self, line: u64) -> (usize, u64) {
         // Remove the MC-interleave bits: the address as this MC's own space sees it.
@@ -101,7 +107,11 @@ impl Banks {
             line
         };
         let group = local >> self.row_shift;
-        ((group % self.count as u64) as usize, group / self.count as u64)
+        let n = self.count as u64;
+        let (stride_bank, row) = (group % n, group / n);
+        // XOR with the row's low bits is a bijection per row: (bank, row) still names one group.
+        let bank = if self.xor { stride_bank ^ (row % n) } else { stride_bank };
+        (bank as usize, row)
     }
 
     /// Whether an access to `row` of `bank` would hit the open row now.
@@ -228,6 +238,24 @@ mod tests {
         assert_eq!(b.locate(2048), (1, 0));
         assert_eq!(b.locate(7 * 2048), (7, 0));
         assert_eq!(b.locate(8 * 2048), (0, 1));
+    }
+
+    #[test]
+    fn xor_mapping_rotates_aligned_regions_across_banks_and_stays_a_bijection() {
+        let mut cfg = Config::default();
+        cfg.mc.count = 1;
+        cfg.bank.mapping = "xor".into();
+        let b = Banks::new(&cfg);
+        // Row 0 as under stride; the first group of rows 1, 2, 3 (16 KiB apart: one per row of
+        // all 8 banks) lands in banks 1, 2, 3 instead of all in bank 0.
+        assert_eq!(b.locate(0), (0, 0));
+        assert_eq!(b.locate(2048), (1, 0));
+        assert_eq!([1, 2, 3].map(|r| b.locate(r * 8 * 2048)), [(1, 1), (2, 2), (3, 3)]);
+        // Every (bank, row) names exactly one row-sized group, as under stride.
+        let mut seen = std::collections::HashSet::new();
+        for g in 0..8 * 64u64 {
+            assert!(seen.insert(b.locate(g * 2048)), "group {g}");
+        }
     }
 
     #[test]
