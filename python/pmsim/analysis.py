@@ -117,7 +117,15 @@ def analyze(
     ``eadr`` run that gives the instruction rate when ``instr_ops_per_s`` is not given. A trace
     marked incomplete is refused unless ``allow_incomplete=True``.
     """
-    from pmsim.api import A_WORKLOAD, bool_arg, check_complete, check_once, name_arg, path_arg
+    from pmsim.api import (
+        A_WORKLOAD,
+        bool_arg,
+        check_complete,
+        check_once,
+        check_workload_keywords,
+        name_arg,
+        path_arg,
+    )
 
     trace = path_arg("trace", trace)
     workload = name_arg("workload", workload, A_WORKLOAD, optional=True)
@@ -129,6 +137,7 @@ def analyze(
     if trace is not None and wl:
         # The same words as pmsim.run: the API's caller never typed '-p'.
         raise PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
+    check_workload_keywords(workload, wl)
     reps = analyze_reports(
         trace=trace,
         workload=workload,

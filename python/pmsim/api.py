@@ -110,6 +110,44 @@ def param_name(name: str) -> str:
     return _param_aliases().get(name, name)
 
 
+def close_machine_params(key: str) -> list[str]:
+    """Machine parameters spelled like ``key`` (either spelling, ``pm.write_ns`` or
+    ``pm_write_ns``), as dotted names, closest first: at most five."""
+    import difflib
+
+    aliases = _param_aliases()
+    close = difflib.get_close_matches(key, list(aliases), n=10, cutoff=0.6)
+    return list(dict.fromkeys(aliases[c] for c in close))[:5]
+
+
+def unknown_param_message(key: str, workload: str, valid: list[str]) -> str:
+    """The message for a keyword that is neither a machine parameter nor a parameter of
+    ``workload`` (whose parameters are ``valid``): the CLI's "did you mean one of" for the machine
+    parameters, and the workload's parameters."""
+    close = close_machine_params(key)
+    hint = f"did you mean one of: {', '.join(close)}" if close else "see 'pmsim config show'"
+    return (
+        f"parameter '{key}': unknown parameter, neither a machine parameter ({hint}) "
+        f"nor a parameter of workload '{workload}' (valid: {', '.join(valid)})"
+    )
+
+
+def check_workload_keywords(workload: str | None, wl: dict[str, Any]) -> None:
+    """Refuses a keyword that ``_core.split_kwargs`` left to the workload (not a machine
+    parameter) but that is not a parameter of ``workload`` either: a misspelt machine parameter
+    (``pm_write_nss``) is named with the machine parameters it is close to, not as a workload
+    parameter only. An unknown workload is left to the core to name."""
+    if workload is None or not wl:
+        return
+    params = {w["name"]: [p["name"] for p in w["params"]] for w in workloads()}
+    valid = params.get(workload)
+    if valid is None:
+        return
+    bad = sorted(k for k in wl if k not in valid)
+    if bad:
+        raise _core.PmsimError(unknown_param_message(bad[0], workload, valid))
+
+
 def check_once(groups: list[tuple[str, Any]]) -> None:
     """Refuses a parameter given twice, under one spelling or two (``pm.write_ns`` and
     ``pm_write_ns``), within or across ``groups``: (what, names) pairs such as
@@ -171,6 +209,7 @@ def _core_inputs(trace: Any, workload: str | None, config: Any, params: dict, al
     cfg, wl = _core.split_kwargs(_strs(params))
     if trace is not None and wl:
         raise _core.PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
+    check_workload_keywords(workload, wl)
     check_complete(trace, allow_incomplete)
     return {"trace": trace, "workload": workload, "params": wl, "config": config, "overrides": cfg}
 
@@ -218,6 +257,8 @@ def describe_range(spec: dict) -> str:
     if not r:
         return "any"
     # The words of the core's ParamRange::describe.
+    if r.get("pow2"):
+        return f"powers of two from {r['min']} to {r['max']}"
     if r["max"] == U64_MAX:
         span = f"at least {r['min']}"
         return f"multiples of {r['step']} {span}" if r["step"] > 1 else span
@@ -227,9 +268,7 @@ def describe_range(spec: dict) -> str:
 
 def check_workload_params(workload: str, given: dict[str, Any]) -> None:
     """Checks a workload's parameter values as a run will (the core's own check, without
-    generating the trace), so a sweep refuses a bad value before its first run. Constraints a
-    workload checks itself when it builds its trace (``copy_bytes`` a power of two) are left to
-    the run."""
+    generating the trace), so a sweep refuses a bad value before its first run."""
     _core.workload_params_check(workload, _strs(given))
 
 

@@ -278,6 +278,13 @@ def _grid_value(text: str) -> int | float | str:
     return text
 
 
+def _grid_values(texts: list[str]) -> list[int | float | str]:
+    """A --grid parameter's values: numbers if every one reads as a number, else all as written
+    (``true,0`` for a switch), so a column holds one type and every table format can store it."""
+    vals = [_grid_value(x) for x in texts]
+    return vals if not any(isinstance(v, str) for v in vals) else texts
+
+
 def cmd_sweep(a: argparse.Namespace) -> int:
     from pmsim.sweep import jobs_for, run_jobs, table_format
 
@@ -289,7 +296,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     fixed = _kv(a.param, "parameter", seen)
     fixed.update(_kv(a.set, "--set", seen))
     # Numbers are numbers in the table (sorting, plotting), as from the Python API's grid.
-    grid = {k: [_grid_value(x) for x in v.split(",")] for k, v in _kv(a.grid, "--grid", seen).items()}
+    grid = {k: _grid_values(v.split(",")) for k, v in _kv(a.grid, "--grid", seen).items()}
     designs, workloads = _name_list(a.designs, "--designs"), _name_list(a.workloads, "--workloads")
     jobs = jobs_for(designs, workloads, grid, config=a.config, **fixed)
     scheduler = None
@@ -381,6 +388,17 @@ def cmd_trace(a: argparse.Namespace) -> int:
     return 0
 
 
+def _print_lint_stores(stores: list[dict], total: int) -> None:
+    for st in stores:
+        op = f" in op '{st['op']}' #{st['op_index']}" if st["op"] is not None else ""
+        print(
+            f"  T{st['thread']} {st['kind']} {st['addr']:#x} ({st['size']} B), gid {st['gid']}"
+            f"{op}: {st['state']}"
+        )
+    if total > len(stores):
+        print(f"  ... {total - len(stores)} more (--max)")
+
+
 def _trace_lint(a: argparse.Namespace) -> int:
     r = api.trace_lint(a.file, max_stores=a.max, allow_incomplete=a.allow_incomplete)
     if a.json:
@@ -401,14 +419,14 @@ def _trace_lint(a: argparse.Namespace) -> int:
             f"unpersisted at the end: {n} store(s) in {r['unpersisted_words']} PM word(s) "
             f"({r['never_flushed']} never flushed, {r['flushed_not_fenced']} flushed but not fenced)"
         )
-        for st in r["unpersisted"]:
-            op = f" in op '{st['op']}' #{st['op_index']}" if st["op"] is not None else ""
+        _print_lint_stores(r["unpersisted"], n)
+        late = r["late_stores"]
+        if late:
             print(
-                f"  T{st['thread']} {st['kind']} {st['addr']:#x} ({st['size']} B), gid {st['gid']}"
-                f"{op}: {st['state']}"
+                f"late: {late} store(s) not persisted by the end of their operation, then persisted "
+                "or overwritten (a crash in between loses them; not counted above)"
             )
-        if n > len(r["unpersisted"]):
-            print(f"  ... {n - len(r['unpersisted'])} more (--max)")
+            _print_lint_stores(r["late"], late)
         if r["unpersisted_sync_words"]:
             print(
                 f"not counted: {r['unpersisted_sync_words']} PM lock word(s) whose last store (a "
@@ -881,7 +899,7 @@ def parser() -> argparse.ArgumentParser:
         type=_int_at_least(0, 1_000_000),
         default=10,
         metavar="N",
-        help="name at most N unpersisted stores (default 10)",
+        help="name at most N unpersisted stores, and N late ones (default 10)",
     )
     tl.add_argument("--json", action="store_true", help="print JSON")
     tl.add_argument(

@@ -50,8 +50,24 @@ def _one(job: dict) -> dict:
         except OSError:  # a read-only or full cache folder never fails the run
             pass
         flat = flatten(stats)
+    return job_row(job, flat)
+
+
+STAT_PREFIX = "stats."
+
+
+def job_row(job: dict, flat: dict) -> dict:
+    """A sweep's row: the job's ``design``, ``workload`` and grid values, then the run's flat
+    statistics. A statistic named as a grid parameter (``threads``: the trace threads simulated,
+    one more than the workload's ``threads`` with a remote stream) never replaces the grid
+    value: it goes under ``stats.<name>`` (a column for every row). So does a ``design`` or
+    ``workload`` statistic that differs from the job's (the stat ``design`` is the job's)."""
     row = {"design": job["design"], "workload": job["workload"], **job["label"]}
-    row.update(flat)
+    for k, v in flat.items():
+        if k in job["label"] or (k in row and row[k] != v):
+            row[STAT_PREFIX + k] = v
+        else:
+            row[k] = v
     return row
 
 
@@ -111,10 +127,10 @@ def check_jobs(jobs: list[dict]) -> None:
     builds its trace is left to its run).
     """
     from pmsim import PmsimError, _core
-    from pmsim.api import check_workload_params, config_params, designs, workloads
+    from pmsim.api import check_workload_params, config_params, designs, unknown_param_message, workloads
 
     have_d = [d for d, _ in designs()]
-    have_w = {w["name"]: {p["name"] for p in w["params"]} for w in workloads()}
+    have_w = {w["name"]: [p["name"] for p in w["params"]] for w in workloads()}
     cfg = set()
     for name, _, _ in config_params():
         cfg.add(name)
@@ -126,11 +142,12 @@ def check_jobs(jobs: list[dict]) -> None:
             raise PmsimError(f"workload '{j['workload']}': unknown workload (valid: {', '.join(have_w)})")
         bad = sorted(k for k in j["params"] if k not in cfg and k not in have_w[j["workload"]])
         if bad:
+            if not any(bad[0] in ps for ps in have_w.values()):
+                # Neither a machine parameter nor any workload's: as pmsim.run words it.
+                raise PmsimError(unknown_param_message(bad[0], j["workload"], have_w[j["workload"]]))
             valid = ", ".join(sorted(have_w[j["workload"]]))
-            elsewhere = any(bad[0] in ps for ps in have_w.values())
-            what = "does not apply to this workload" if elsewhere else "is unknown"
             raise PmsimError(
-                f"workload '{j['workload']}': parameter '{bad[0]}' {what} "
+                f"workload '{j['workload']}': parameter '{bad[0]}' does not apply to this workload "
                 f"(workload parameters: {valid}; machine parameters: see 'pmsim config show')"
             )
     seen = set()

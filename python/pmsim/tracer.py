@@ -331,10 +331,18 @@ def _repair(path: Path, why: str) -> None:
     cut = path.with_name(path.name + ".cut")
     try:
         _core.trace_cut_at_gap(str(path), str(cut))
+        kept = struct.unpack_from("<Q", cut.read_bytes()[-13:], 1)[0]  # the END record's count
         add_meta_binary(cut, _core.trace_meta(str(path)))
         os.replace(cut, path)
     finally:
         cut.unlink(missing_ok=True)
+    if kept < events:
+        print(
+            f"pmsim: warning: trace record: the program ended with events still in its threads' "
+            f"buffers ({why}); cut at the first event id no thread wrote, the trace keeps "
+            f"{kept:,} of the {events:,} events written ({events - kept:,} dropped)",
+            file=sys.stderr,
+        )
 
 
 def _has_end(path: Path) -> bool:

@@ -167,3 +167,28 @@ def test_sweep_and_compare_run_on_a_configuration_file(cli, tmp_path):
     assert list(again.sim_time_ps) == [default["sim_time_ps"]]
     with pytest.raises(pmsim.PmsimError, match="no such file"):
         pmsim.sweep(["baseline"], ["array"], ops=50, config=tmp_path / "none.toml", progress=False)
+
+
+def test_cli_sweep_grid_of_mixed_spellings_writes_parquet(cli, tmp_path):
+    # `true,0` spells a switch two ways: one reads as a number, one does not. The column must
+    # hold one type, or the Parquet write fails after the whole sweep ran.
+    r = cli(
+        "sweep",
+        "--designs",
+        "asap-ep",
+        "--workloads",
+        "array",
+        "-p",
+        "ops=20",
+        "--grid",
+        "rt.undo_reads_pm=true,0",
+        "-j",
+        "1",
+        "-q",
+        "-o",
+        "mixed.parquet",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    df = pd.read_parquet(tmp_path / "mixed.parquet")
+    assert list(df["rt.undo_reads_pm"]) == ["true", "0"]

@@ -151,3 +151,38 @@ def test_a_real_program_missing_one_flush(tmp_path):
     (s,) = r["unpersisted"]
     # The 4th entry's word: the log's 4th line (the heap's first PM address is the log).
     assert (s["state"], s["addr"] % (64 * 8), s["size"]) == ("never-flushed", 64 * 4, 8)
+
+
+# Operation 1 writes a record and its commit word but persists only the record; operation 2
+# persists its own record; operation 3 writes and persists the commit word's line again. Lint's
+# end-of-run rule finds nothing unpersisted; the commit word of operation 1 was left behind.
+LATE = """# pmsim trace v1
+threads 1
+T0 begin put
+T0 store 0x100000000 8 1
+T0 store 0x100001000 8 1
+T0 clwb 0x100000000
+T0 sfence
+T0 end put
+T0 begin put
+T0 store 0x100002000 8 2
+T0 clwb 0x100002000
+T0 sfence
+T0 end put
+T0 begin put
+T0 store 0x100001008 8 3
+T0 clwb 0x100001000
+T0 sfence
+T0 end put
+"""
+
+
+def test_lint_names_a_store_left_behind_until_a_later_operation_flushed_its_line(tmp_path):
+    rc, r = _lint_json(_write(tmp_path, "late.trace", LATE))
+    assert rc == 0 and r["unpersisted_stores"] == 0
+    assert r["late_stores"] == 1
+    assert [(s["gid"], s["state"], s["op"], s["op_index"]) for s in r["late"]] == [
+        (2, "persisted-late", "put", 0)
+    ]
+    out = pmsim_cli("trace", "lint", tmp_path / "late.trace").stdout
+    assert "late: 1 store(s)" in out and "gid 2 in op 'put' #0: persisted-late" in out

@@ -53,9 +53,10 @@ static void *spinner(void *a) {
   for (uint64_t r = 0;; r++) persist(&pm[8 * (r % 64)], r);
   return NULL;
 }
-static sem_t posted;
+static sem_t posted, go;
 static void *poster(void *a) {
   (void)a;
+  sem_wait(&go);
   for (int i = 0; i < 5; i++) persist(&pm[512 + 8 * i], 0x77);
   sem_post(&posted);
   pause();
@@ -146,13 +147,16 @@ int main(int argc, char **argv) {
     uint64_t *w = (uint64_t *)((char *)&pm[64] + 60); /* bytes 60..67 of a line */
     __atomic_fetch_add(w, 0x0101010101010101ULL, __ATOMIC_SEQ_CST);
   } else if (!strcmp(mode, "killed")) {
-    /* T1 stores and posts, then waits with its buffer unwritten; main writes several blocks,
-     * then dies of SIGKILL: T1's event ids are missing from the file. */
+    /* main writes several blocks, then T1 stores and posts, then waits with its buffer
+     * unwritten (its events are recent: no other thread writes it out), and main dies of
+     * SIGKILL: T1's event ids and those of main's last buffer are missing from the file. */
     sem_init(&posted, 0, 0);
+    sem_init(&go, 0, 0);
     pthread_t t;
     pthread_create(&t, NULL, poster, NULL);
-    sem_wait(&posted);
     for (long i = 0; i < 20000; i++) persist(&pm[8 * (i % 64)], (uint64_t)i);
+    sem_post(&go);
+    sem_wait(&posted);
     kill(getpid(), SIGKILL);
   } else if (!strcmp(mode, "bad_end")) {
     pthread_t t;
@@ -322,10 +326,15 @@ def test_a_killed_programs_trace_is_cut_at_its_first_missing_event(prog, tmp_pat
     assert s.returncode == 0, s.stderr
     stats = json.loads(s.stdout)
     assert dict(stats["meta"])["incomplete"] == "killed by signal 9"
-    assert 0 < stats["events"] < 3 * 20000
     text = tmp_path / "killed.trace"
     pmsim_cli("trace", "convert", out, text, check=True)
-    assert not [e for e in _events(text) if e[0] == "T1" and e[1] == "store"]  # T1's stores were lost
+    ev = _events(text)
+    assert stats["events"] == len(ev)
+    assert not [e for e in ev if e[0] == "T1" and e[1] == "store"]  # T1's stores were lost
+    # main's blocks before its last buffer were kept, the rest of its 20,000 stores cut away.
+    lines = {hex(0x100000000 + 64 * k) for k in range(64)}
+    i = [int(e[4], 16) for e in ev if e[0] == "T0" and e[1] == "store" and e[2] in lines and e[3] == "8"]
+    assert i == list(range(len(i))) and 10000 < len(i) < 20000, i[-3:]
     c = pmsim_cli("crash", "--trace", out, "--design", "baseline", "--every", "--allow-incomplete", "-q")
     assert c.returncode == 0 and "OK" in c.stdout, c.stdout + c.stderr
 

@@ -112,6 +112,12 @@ pub(crate) fn add_edges(
 
     // When each sfence/mfence completed: no later flush of its thread executes before.
     let fence_done: FxHashMap<u64, u64> = record.fences.iter().copied().collect();
+    // When each load performed: loads are no nodes under x86, but what a thread's load could
+    // see was visible before its later flushes too.
+    let mut load_time: FxHashMap<u64, u64> = FxHashMap::default();
+    for a in record.accesses.iter().filter(|a| matches!(a.kind, pmsim_trace::Access::Load { .. })) {
+        load_time.insert(a.gid, a.time);
+    }
 
     // Per thread: flushes, fences and the chain of points.
     for (t, s) in trace.threads.iter().enumerate() {
@@ -154,6 +160,11 @@ pub(crate) fn add_edges(
                 Kind::Sfence | Kind::Mfence => {
                     let Some(&n) = gid_node.get(&e.gid) else { continue };
                     nodes[n as usize].time = now;
+                }
+                Kind::Load => {
+                    if let Some(&lt) = load_time.get(&e.gid) {
+                        now = now.max(lt);
+                    }
                 }
                 _ => {}
             }

@@ -370,3 +370,26 @@ fn a_locked_instruction_after_flushes_is_checked_as_a_durability_point() {
     assert!(!v.durable, "{v:?}");
     assert_eq!(v.violations[0].path.last().map(|p| p.kind), Some("rmw"), "{v:?}");
 }
+
+/// A store another thread read is visible to it: that thread's later flush of the line and its
+/// fence make the store persistent (an outside tester's independent checker found the x86
+/// rule counting only the flushing thread's stores and fences as its accesses, so a load in
+/// their place left the flush covering nothing).
+#[test]
+fn a_load_makes_what_it_read_visible_to_the_threads_later_flush() {
+    let trace = |between: &str| {
+        let s = format!(
+            "# pmsim trace v1\nthreads 2\nT0 store 0x100000000 8 1\nT1 compute 2000\n{between}\
+             T1 clwb 0x100000000\nT1 sfence\n"
+        );
+        pmsim_trace::text::parse_str("load-flush", &s).unwrap()
+    };
+    for between in ["T1 load 0x100000000 8\n", "T1 load 0x100000008 8\n"] {
+        let ok = crash_every(trace(between), "baseline", Config::default(), Some(Model::X86));
+        assert!(ok.images > 0 && ok.failures.is_empty(), "{between}: {:?}", ok.failures.first());
+        let r = crash_every(trace(between), "broken-baseline-no-sfence-stall", Config::default(), Some(Model::X86));
+        let v = r.failures.into_iter().find_map(|f| f.verdict);
+        let v = v.unwrap_or_else(|| panic!("{between}: not caught in {} images", r.images));
+        assert!(!v.durable, "{v:?}");
+    }
+}

@@ -108,15 +108,15 @@ config! {
         count: usize = 2, "MCs", @int(1, 16), "PM memory controllers";
         interleave: u64 = 4096, "bytes", @pow2(64, 1 << 40), "physical address interleaving across MCs (power of two, >= 64)";
         mapping: String = "interleave".into(), "name", @one_of(&["interleave", "xor"]), "address mapper: interleave | xor (interleave with XOR of higher bits)";
-        wpq_entries: usize = 16, "entries", @int(1, 4096), "write pending queue per MC (inside the ADR persistence domain)";
+        wpq_entries: usize = 16, "entries", @int(1, 4096), "write pending queue per MC (inside the ADR persistence domain; optane model: the banked model has bank.write_queue)";
     }
     pm: PmCfg {
-        read_ns: f64 = 175.0, "ns", @LATENCY_NS, "media read latency";
-        write_ns: f64 = 90.0, "ns", @LATENCY_NS, "media write latency";
-        read_gbps: f64 = 6.6, "GB/s", @num(0.001, 1e4), "media read bandwidth per MC";
-        write_gbps: f64 = 2.3, "GB/s", @num(0.001, 1e4), "media write bandwidth per MC";
-        xpbuffer_lines: usize = 0, "lines", @int(0, 1 << 20), "on-DIMM buffer (Optane XPBuffer) per MC holding recently read or written lines; 0 = off";
-        xpbuffer_ns: f64 = 40.0, "ns", @LATENCY_NS, "read latency of a line found in the on-DIMM buffer";
+        read_ns: f64 = 175.0, "ns", @LATENCY_NS, "media read latency (optane model; banked: bank.*)";
+        write_ns: f64 = 90.0, "ns", @LATENCY_NS, "media write latency (optane model; banked: bank.*)";
+        read_gbps: f64 = 6.6, "GB/s", @num(0.001, 1e4), "media read bandwidth per MC (optane model)";
+        write_gbps: f64 = 2.3, "GB/s", @num(0.001, 1e4), "media write bandwidth per MC (optane model)";
+        xpbuffer_lines: usize = 0, "lines", @int(0, 1 << 20), "on-DIMM buffer (Optane XPBuffer) per MC holding recently read or written lines; 0 = off (optane model)";
+        xpbuffer_ns: f64 = 40.0, "ns", @LATENCY_NS, "read latency of a line found in the on-DIMM buffer (optane model)";
         model: String = "optane".into(), "name", @one_of(&["optane", "banked"]), "PM media model: optane (WPQ in ADR, latency + bandwidth per MC) | banked (banks with open-page row buffers, FR-FCFS with write drain; [bank] section, docs/design.md §9)";
     }
     bank: BankCfg {
@@ -138,7 +138,7 @@ config! {
     pb: PbCfg {
         entries: usize = 32, "entries", @int(1, 4096), "persist buffer per core (64 B lines with byte masks)";
         flush_ns: f64 = 60.0, "ns", @LATENCY_NS, "PB -> MC flush latency";
-        wbb_entries: usize = 8, "entries", @int(1, 4096), "write-back buffer per core (ASAP: private evictions held until the PB flushes)";
+        wbb_entries: usize = 8, "entries", @int(1, 4096), "write-back buffer per core (HOPS, ASAP): a private eviction of a line with writes still queued in the PB is held until the PB has sent the entry that was its tail; an eviction that finds it full makes the access that caused it, and the core's next store into the PB, wait for an entry (stall_cycles.wbb_full)";
         line_flushes_overlap: bool = false, "", @BOOL, "a flush of a line may leave the PB while an older flush of that line is unacknowledged: the core->MC path delivers them in order (the ASAP artifact); an MC that NACKs a flush then NACKs that core's later flushes of the line until the retry. false: it waits for the older one's ACK";
     }
     et: EtCfg {
@@ -147,7 +147,7 @@ config! {
     }
     rt: RtCfg {
         entries: usize = 32, "records", @int(1, 1 << 16), "recovery table per MC (ASAP undo + delay records)";
-        bloom_counters: usize = 256, "counters", @int(1, 1 << 20), "counting Bloom filter per MC for NACKed lines";
+        bloom_counters: usize = 256, "counters", @int(1, 1 << 20), "counting Bloom filter per MC of NACKed lines (ASAP): an LLC eviction of a line it holds (or a false positive) waits, with the access that caused it and the core's next store into the PB, until the NACKed write is retried (stall_cycles.nack); fewer counters, more false positives";
         undo_reads_pm: bool = true, "", @BOOL, "an undo record is created by reading the line's old contents from PM (latency and read bandwidth); false: the ASAP artifact's free undo records";
         delay_through_wpq: bool = true, "", @BOOL, "a delay record is applied at its epoch's commit as a write through the WPQ (queue entry, media bandwidth); false: the ASAP artifact's functional application";
         early_ack: String = "accept".into(), "name", @one_of(&["accept", "after_read"]), "when an MC acknowledges an early flush that creates an undo record: accept (the record, in the ADR domain, holds the write while the PM read of the old line is in flight) | after_read (only once the read returned and the write entered the WPQ)";

@@ -245,6 +245,14 @@ pub enum StallCause {
 }
 
 impl StallCause {
+    /// A design structure that refuses the store buffer's head (full, or holding an eviction).
+    pub fn is_structural(self) -> bool {
+        matches!(
+            self,
+            StallCause::PbFull | StallCause::EtFull | StallCause::Nack | StallCause::WbbFull | StallCause::PbConflict
+        )
+    }
+
     pub const ALL: [StallCause; 11] = [
         StallCause::SbFull,
         StallCause::PbFull,
@@ -684,9 +692,58 @@ impl Machine {
         }
     }
 
+    /// What a core about to wait behind its store buffer for `own` reasons (an atomic) waits
+    /// for: the design structure holding the drain, if one does (so the stall breakdown names
+    /// the full persist buffer, not the atomic queued behind it).
+    pub fn behind_drain(&self, core: usize, own: StallCause) -> StallCause {
+        match self.cores[core].drain_stall {
+            Some(c) if c.is_structural() => c,
+            _ => own,
+        }
+    }
+
+    /// The design refused the store buffer's head (`Design::admit_store`): the drain waits for
+    /// `cause`, and so, from now on, does a core blocked behind its store buffer (an atomic or a
+    /// fence waiting for it, or a full buffer); its stall so far stays charged to the old cause.
+    pub fn drain_refused(&mut self, core: usize, cause: StallCause) {
+        let now = self.now;
+        let c = &mut self.cores[core];
+        c.drain_stall = Some(cause);
+        let behind = c.wait_sb_empty || c.wait_sb_space || c.wait_seq.is_some();
+        if let Some((old, since)) = c.blocked {
+            if behind && old != cause && matches!(old, StallCause::SbFull | StallCause::Atomic) {
+                c.stats.stall_ps[old as usize] += now.saturating_sub(since);
+                c.blocked = Some((cause, now.max(since)));
+            }
+        }
+    }
+
+    /// The drain waits at its head for `cause` (a fence's, a flush's or a release's step): as
+    /// [`Machine::drain_refused`] when a design structure holds it.
+    pub fn drain_waits(&mut self, core: usize, cause: StallCause) {
+        if cause.is_structural() {
+            self.drain_refused(core, cause);
+        } else {
+            self.cores[core].drain_stall = Some(cause);
+        }
+    }
+
     /// Marks the core blocked from `since`.
     pub fn block_core(&mut self, core: usize, cause: StallCause, since: u64) {
         self.cores[core].blocked = Some((cause, since));
+    }
+
+    /// Unblocks `core` if a held eviction blocked it ([`Design::on_private_evict`]): blocked for
+    /// `WbbFull` or `Nack` and waiting for nothing in its store buffer (a full or draining store
+    /// buffer wakes the core when it retires).
+    ///
+    /// [`Design::on_private_evict`]: crate::design::Design::on_private_evict
+    pub fn wake_held(&mut self, core: usize) {
+        let c = &self.cores[core];
+        let held = matches!(c.blocked, Some((StallCause::WbbFull | StallCause::Nack, _)));
+        if held && c.wait_seq.is_none() && !c.wait_sb_space && !c.wait_sb_empty {
+            self.wake_core(core);
+        }
     }
 
     /// Unblocks the core at `now`, charging the stall to its cause.

@@ -218,7 +218,10 @@ impl Simulator {
         }
     }
 
-    fn dispatch_side_effects(&mut self, core: usize) {
+    /// Shows the design what an access did to the caches (conflicts, evictions); returns the
+    /// stall cause if an eviction it caused is held (the accessing core then waits).
+    fn dispatch_side_effects(&mut self, core: usize) -> Option<StallCause> {
+        let mut held = None;
         if !self.m.hier.conflicts.is_empty() {
             let cs = std::mem::take(&mut self.m.hier.conflicts);
             self.m.hier.ordering_conflicts = true;
@@ -234,6 +237,9 @@ impl Simulator {
             for &(line, dirty) in &ev {
                 if self.m.is_pm(line) {
                     self.design.on_llc_evict(&mut self.m, line, dirty);
+                    if self.design.holds_llc_eviction(&mut self.m, core, line) {
+                        held = Some(StallCause::Nack);
+                    }
                 }
             }
             self.m.hier.llc_evictions = ev;
@@ -242,12 +248,22 @@ impl Simulator {
         if !self.m.hier.private_evictions.is_empty() {
             let ev = std::mem::take(&mut self.m.hier.private_evictions);
             for &(c, line) in &ev {
-                if self.m.is_pm(line) {
-                    self.design.on_private_evict(&mut self.m, c, line);
+                if self.m.is_pm(line) && self.design.on_private_evict(&mut self.m, c, line) && c == core {
+                    held = Some(StallCause::WbbFull);
                 }
             }
             self.m.hier.private_evictions = ev;
             self.m.hier.private_evictions.clear();
+        }
+        held
+    }
+
+    /// The core's own access caused an eviction the design holds: the core waits from now
+    /// until the design releases it ([`Machine::wake_held`]).
+    fn hold_core(&mut self, c: usize, cause: StallCause) {
+        if self.m.cores[c].blocked.is_none() {
+            let now = self.m.now;
+            self.m.block_core(c, cause, now);
         }
     }
 
@@ -392,7 +408,8 @@ impl Simulator {
             Kind::Rmw => {
                 if !self.m.cores[c].sb.is_empty() {
                     self.m.cores[c].wait_sb_empty = true;
-                    self.m.block_core(c, StallCause::Atomic, now);
+                    let cause = self.m.behind_drain(c, StallCause::Atomic);
+                    self.m.block_core(c, cause, now);
                     return false;
                 }
                 let Some(seq) = self.push_sb(c, ev) else { return false };
@@ -400,7 +417,8 @@ impl Simulator {
                 core.stats.instructions += 1;
                 core.stats.stores += 1;
                 core.wait_seq = Some(seq);
-                self.m.block_core(c, StallCause::Atomic, now);
+                let cause = self.m.behind_drain(c, StallCause::Atomic);
+                self.m.block_core(c, cause, now);
                 true
             }
             Kind::Store | Kind::NtStore | Kind::Release | Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
@@ -459,7 +477,9 @@ impl Simulator {
         let now = self.m.now;
         let acc = self.m.hier.load(c, line, now);
         let lat = self.finish_access(line, acc);
-        self.dispatch_side_effects(c);
+        if let Some(cause) = self.dispatch_side_effects(c) {
+            self.hold_core(c, cause);
+        }
         lat
     }
 
@@ -538,7 +558,9 @@ impl Simulator {
         let now = self.m.now;
         let acc = self.m.hier.prefetch(c, line, now);
         let lat = self.finish_access(line, acc);
-        self.dispatch_side_effects(c);
+        if let Some(cause) = self.dispatch_side_effects(c) {
+            self.hold_core(c, cause);
+        }
         now + lat
     }
 
@@ -551,7 +573,8 @@ impl Simulator {
         let acc =
             if head.kind == Kind::NtStore { self.m.hier.nt_store(c, line) } else { self.m.hier.store(c, line, now) };
         let lat = self.finish_access(line, acc);
-        self.dispatch_side_effects(c);
+        // At the drain a held eviction holds the design's next admission, not the core.
+        let _ = self.dispatch_side_effects(c);
         if head.kind == Kind::Rmw {
             self.m.record_load(c, head.gid, head.addr, head.size);
         }
@@ -621,7 +644,7 @@ impl Simulator {
                         return;
                     }
                     if let Err(cause) = self.admit(c, head.addr) {
-                        self.m.cores[c].drain_stall = Some(cause);
+                        self.m.drain_refused(c, cause);
                         return;
                     }
                     let lat = self.perform_head(c, &head);
@@ -643,7 +666,7 @@ impl Simulator {
                             self.design.on_flush(&mut self.m, c, head.kind, head.addr & !(LINE_BYTES - 1))
                         };
                         if let Step::Wait(cause) = step {
-                            self.m.cores[c].drain_stall = Some(cause);
+                            self.m.drain_waits(c, cause);
                             return;
                         }
                     }
@@ -671,13 +694,13 @@ impl Simulator {
                     }
                     if !done {
                         if let Step::Wait(cause) = self.design.on_release(&mut self.m, c, head.gid) {
-                            self.m.cores[c].drain_stall = Some(cause);
+                            self.m.drain_waits(c, cause);
                             return;
                         }
                         self.m.cores[c].head_done = true;
                     }
                     if let Err(cause) = self.admit(c, head.addr) {
-                        self.m.cores[c].drain_stall = Some(cause);
+                        self.m.drain_refused(c, cause);
                         return;
                     }
                     // An rmw's acquire half comes first: its own write must already depend on

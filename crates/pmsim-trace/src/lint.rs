@@ -26,6 +26,17 @@
 //!   design. A word only ever updated by `rmw` (a `fetch_add` counter, a CAS'd list head) is
 //!   data, and counts.
 //!
+//! - **late stores** (traces with operations, `begin`/`end`): stores an operation made that
+//!   were not persisted by its end, and persisted later after all (`persisted-late`: a later
+//!   operation happened to flush the line or rewrite the word) or overwritten before they ever
+//!   persisted (`never-persisted`). A crash in between loses a store of an operation that had
+//!   already ended. This is how a forgotten flush shows in a program that keeps running (a
+//!   benchmark loop), which the end-of-run rule cannot see. Reported apart, not counted as
+//!   unpersisted (an operation may defer a store on purpose, e.g. a counter recovery rebuilds);
+//!   lock words are left out. Without operations the end of one is unknown (a transaction may
+//!   persist its data at its commit, several persist points after a store), so nothing is
+//!   late: mark operations with `pmsim.h` to get this check.
+//!
 //! A `clflush` (unlike `clflushopt`/`clwb`) is ordered with later writes: a store of its thread
 //! after it persists what it flushed, fence or not (docs/design.md §5).
 //!
@@ -59,6 +70,8 @@ struct WordStore {
     /// The store was non-temporal: it sits in its core's write-combining buffer, which no
     /// flush (of any thread) writes back; only its own thread's fence point does.
     nt: bool,
+    /// Its operation ended before it persisted: late if persisted or overwritten after that.
+    overdue: bool,
 }
 
 fn bit(t: usize) -> u64 {
@@ -73,7 +86,8 @@ pub struct LintStore {
     pub kind: &'static str,
     pub addr: u64,
     pub size: u8,
-    /// `never-flushed` or `flushed-not-fenced`.
+    /// `never-flushed` or `flushed-not-fenced` (unpersisted); `persisted-late` or
+    /// `never-persisted` (late).
     pub state: &'static str,
     /// The operation (`begin`/`end` label) the store was in, if any, and its ordinal among
     /// that thread's operations (0-based).
@@ -111,6 +125,11 @@ pub struct LintReport {
     pub empty_fences: u64,
     /// The first unpersisted stores, by gid (at most the `max` asked for).
     pub unpersisted: Vec<LintStore>,
+    /// Stores not persisted by the end of their operation, then persisted or overwritten (lock
+    /// words left out; module doc).
+    pub late_stores: u64,
+    /// The first of those, by gid (at most `max`).
+    pub late: Vec<LintStore>,
 }
 
 struct StoreInfo {
@@ -141,6 +160,10 @@ pub struct Lint<'a> {
     ops_begun: Vec<u64>,
     /// Stores that are the last of some word (kept to name them in the report).
     stores: FxHashMap<u64, StoreInfo>,
+    /// Per thread: (word, store gid) of the PM stores of its current operation.
+    op_stores: Vec<Vec<(u64, u64)>>,
+    /// Late stores: gid -> (a word of theirs, persisted).
+    late: FxHashMap<u64, (u64, bool)>,
 }
 
 impl<'a> Lint<'a> {
@@ -157,6 +180,8 @@ impl<'a> Lint<'a> {
             op: vec![None; threads],
             ops_begun: vec![0; threads],
             stores: FxHashMap::default(),
+            op_stores: vec![Vec::new(); threads],
+            late: FxHashMap::default(),
         }
     }
 
@@ -176,9 +201,15 @@ impl<'a> Lint<'a> {
         let state = if nt { State::Flushed } else { State::Dirty };
         let flushed_by = if nt { bit(t) } else { 0 };
         for w in Self::words_of(ev) {
-            self.words.insert(w, WordStore { gid: ev.gid, state, flushed_by, nt });
+            let old = self.words.insert(w, WordStore { gid: ev.gid, state, flushed_by, nt, overdue: false });
+            if let Some(o) = old.filter(|o| o.overdue && o.state != State::Persisted) {
+                self.late.entry(o.gid).or_insert((w, false));
+            }
             if nt {
                 self.pending[t].push((w, ev.gid));
+            }
+            if self.op[t].is_some() {
+                self.op_stores[t].push((w, ev.gid));
             }
         }
         if nt {
@@ -234,6 +265,9 @@ impl<'a> Lint<'a> {
                 if s.gid == gid {
                     s.state = State::Persisted;
                     s.flushed_by = 0;
+                    if s.overdue {
+                        self.late.entry(gid).or_insert((w, true));
+                    }
                 }
             }
         }
@@ -266,7 +300,15 @@ impl<'a> Lint<'a> {
                 self.op[t] = Some((ev.addr as u32, self.ops_begun[t]));
                 self.ops_begun[t] += 1;
             }
-            Kind::End => self.op[t] = None,
+            Kind::End => {
+                self.op[t] = None;
+                // What the operation stored and has not persisted by now is overdue.
+                for (w, g) in self.op_stores[t].drain(..) {
+                    if let Some(s) = self.words.get_mut(&w).filter(|s| s.gid == g && s.state != State::Persisted) {
+                        s.overdue = true;
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -291,6 +333,22 @@ impl<'a> Lint<'a> {
                 *bad.entry(s.gid).or_insert(false) |= s.state == State::Flushed;
             }
         }
+        let mut late: Vec<(u64, bool)> = self
+            .late
+            .iter()
+            .filter(|&(gid, (w, _))| {
+                let kind = self.stores.get(gid).map(|s| s.kind);
+                !(kind == Some(Kind::Release) || (kind == Some(Kind::Rmw) && self.sync_words.contains(w)))
+            })
+            .map(|(&gid, &(_, persisted))| (gid, persisted))
+            .collect();
+        late.sort_unstable();
+        rep.late_stores = late.len() as u64;
+        rep.late = late
+            .iter()
+            .take(max)
+            .map(|&(gid, p)| self.named(gid, if p { "persisted-late" } else { "never-persisted" }, labels))
+            .collect();
         let mut gids: Vec<(u64, bool)> = bad.into_iter().collect();
         gids.sort_unstable();
         rep.unpersisted_stores = gids.len() as u64;
@@ -300,20 +358,24 @@ impl<'a> Lint<'a> {
             .iter()
             .take(max)
             .map(|&(gid, flushed)| {
-                let s = &self.stores[&gid];
-                LintStore {
-                    gid,
-                    thread: s.thread,
-                    kind: s.kind.name(),
-                    addr: s.addr,
-                    size: s.size,
-                    state: if flushed { "flushed-not-fenced" } else { "never-flushed" },
-                    op: s.op.map(|(l, _)| labels.get(l as usize).cloned().unwrap_or_else(|| format!("#{l}"))),
-                    op_index: s.op.map(|(_, i)| i),
-                }
+                self.named(gid, if flushed { "flushed-not-fenced" } else { "never-flushed" }, labels)
             })
             .collect();
         rep
+    }
+
+    fn named(&self, gid: u64, state: &'static str, labels: &[String]) -> LintStore {
+        let s = &self.stores[&gid];
+        LintStore {
+            gid,
+            thread: s.thread,
+            kind: s.kind.name(),
+            addr: s.addr,
+            size: s.size,
+            state,
+            op: s.op.map(|(l, _)| labels.get(l as usize).cloned().unwrap_or_else(|| format!("#{l}"))),
+            op_index: s.op.map(|(_, i)| i),
+        }
     }
 }
 
@@ -359,6 +421,35 @@ mod tests {
 
     fn unpersisted(r: &LintReport) -> Vec<(u64, &'static str)> {
         r.unpersisted.iter().map(|s| (s.gid, s.state)).collect()
+    }
+
+    fn late(r: &LintReport) -> Vec<(u64, &'static str)> {
+        r.late.iter().map(|s| (s.gid, s.state)).collect()
+    }
+
+    #[test]
+    fn a_store_its_operation_did_not_persist_is_late_if_persisted_or_overwritten_after() {
+        // Op 1 stores 1 and 2 but persists only 1 by its end; op 2 stores and persists 7; then
+        // 2's line is flushed (persisted late), or 2 is overwritten before any flush.
+        let op1 = "T0 begin op\nT0 store 0x100000000 8 1\nT0 store 0x100001000 8 2\nT0 clwb 0x100000000\nT0 sfence\nT0 end op\n";
+        let op2 = "T0 begin op\nT0 store 0x100002000 8 3\nT0 clwb 0x100002000\nT0 sfence\nT0 end op\n";
+        let r = lint(&format!("threads 1\n{op1}{op2}T0 clwb 0x100001000\nT0 sfence\n"));
+        assert_eq!((r.unpersisted_stores, late(&r)), (0, vec![(2, "persisted-late")]));
+        assert_eq!(r.late[0].op.as_deref(), Some("op"));
+        let r = lint(&format!("threads 1\n{op1}{op2}T0 store 0x100001000 8 5\nT0 clwb 0x100001000\nT0 sfence\n"));
+        assert_eq!((r.unpersisted_stores, late(&r)), (0, vec![(2, "never-persisted")]));
+        // Flushed by the end but fenced only in the next operation: late too.
+        let r =
+            lint(&format!("threads 1\nT0 begin op\nT0 store 0x100001000 8 2\nT0 clwb 0x100001000\nT0 end op\n{op2}"));
+        assert_eq!(late(&r), vec![(1, "persisted-late")]);
+        // Persisted before its operation ends: not late; stores outside operations never are.
+        let r = lint(
+            &format!(
+                "threads 1\n{op1}T0 store 0x100003000 8 4\n{op2}T0 clwb 0x100001000\nT0 clwb 0x100003000\nT0 sfence\n"
+            )
+            .replace("T0 clwb 0x100000000", "T0 clwb 0x100000000\nT0 clwb 0x100001000"),
+        );
+        assert_eq!((r.unpersisted_stores, r.late_stores), (0, 0));
     }
 
     #[test]

@@ -14,27 +14,34 @@ pub struct ParamSpec {
     pub help: &'static str,
 }
 
-/// The valid values of a workload parameter: `min..=max`, multiples of `step`.
+/// The valid values of a workload parameter: `min..=max`, multiples of `step`, and powers of
+/// two only if `pow2`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Range {
     pub min: u64,
     pub max: u64,
     pub step: u64,
+    pub pow2: bool,
 }
 
 /// Any integer in `min..=max`.
 pub const fn int(min: u64, max: u64) -> Range {
-    Range { min, max, step: 1 }
+    Range { min, max, step: 1, pow2: false }
 }
 
 /// Multiples of `step` in `min..=max`.
 pub const fn multiple(step: u64, min: u64, max: u64) -> Range {
-    Range { min, max, step }
+    Range { min, max, step, pow2: false }
+}
+
+/// Powers of two in `min..=max`.
+pub const fn power_of_two(min: u64, max: u64) -> Range {
+    Range { min, max, step: 1, pow2: true }
 }
 
 impl Range {
     pub fn contains(&self, v: u64) -> bool {
-        (self.min..=self.max).contains(&v) && v.is_multiple_of(self.step.max(1))
+        (self.min..=self.max).contains(&v) && v.is_multiple_of(self.step.max(1)) && (!self.pow2 || v.is_power_of_two())
     }
 
     /// `1 to 64`, or `multiples of 64 from 64 to 1048576`.
@@ -44,7 +51,9 @@ impl Range {
         } else {
             format!("{} to {}", self.min, self.max)
         };
-        if self.step > 1 {
+        if self.pow2 {
+            format!("powers of two from {span}")
+        } else if self.step > 1 {
             let from = if self.max == u64::MAX { span } else { format!("from {span}") };
             format!("multiples of {} {from}", self.step)
         } else {

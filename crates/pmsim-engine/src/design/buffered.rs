@@ -151,7 +151,15 @@ struct CoreP {
     next_poll: u64,
     /// The global register as read by the poll in progress.
     poll_snapshot: Vec<u64>,
-    wbb: u32,
+    /// The write-back buffer: private evictions of lines with queued PB entries, as (line, the
+    /// id of the PB's tail entry at the eviction); each leaves when the PB has sent that entry.
+    wbb: Vec<(u64, u64)>,
+    /// Evictions that found the WBB full, in order (same form): the core's access that caused
+    /// one waits, and no store enters the PB, until none is left.
+    wbb_waiting: Vec<(u64, u64)>,
+    /// LLC evictions this core's accesses caused of lines in their MC's Bloom filter (a NACKed
+    /// flush still in a PB): held, as `wbb_waiting`, until the retry takes the line out.
+    bloom_waiting: Vec<u64>,
 }
 
 /// A flush on its way to (or at) an MC.
@@ -161,6 +169,8 @@ struct Packet {
     entry: u64,
     epoch: u64,
     early: bool,
+    /// The retry of a NACKed flush.
+    retry: bool,
     data: LineData,
 }
 
@@ -265,7 +275,9 @@ impl Buffered {
                     poll_scheduled: false,
                     next_poll: 0,
                     poll_snapshot: Vec::new(),
-                    wbb: 0,
+                    wbb: Vec::new(),
+                    wbb_waiting: Vec::new(),
+                    bloom_waiting: Vec::new(),
                 })
                 .collect(),
             packets: Vec::new(),
@@ -353,6 +365,12 @@ impl Buffered {
 
     /// `r`'s next stores depend on `s`'s epoch `ts`.
     fn add_dep(&mut self, m: &mut Machine, r: usize, s: usize, ts: u64) {
+        // Already ordered: an epoch of `r` still in its table waits for that epoch of `s` or a
+        // later one, and `r`'s epochs commit in order (an acquire's dependency, then a store to
+        // the lock's line, found twice: no second dependency, no empty epoch split for it).
+        if self.cores[r].et.iter().any(|e| e.deps.iter().any(|d| d.core as usize == s && d.ts >= ts)) {
+            return;
+        }
         self.close_epoch(m, r, true);
         self.c.deps += 1;
         let cur = self.cores[r].et.back_mut().expect("current epoch");
@@ -431,7 +449,7 @@ impl Buffered {
                 let core = &mut self.cores[c];
                 let e = &mut core.pb.entries[i];
                 e.state = EntryState::InFlight { early };
-                let pkt = Packet { core: c as u16, entry: e.id, epoch: e.epoch, early, data: e.data };
+                let pkt = Packet { core: c as u16, entry: e.id, epoch: e.epoch, early, retry: e.nacked, data: e.data };
                 m.note(if early { "flush-early" } else { "flush" }, c, pkt.data.line);
                 if early {
                     self.c.early += 1;
@@ -455,6 +473,9 @@ impl Buffered {
                 m.schedule_design(m.now + self.flush_ps, Self::ev(ARRIVE, c, slot as u64));
                 self.cores[c].flush_scheduled = true;
                 m.schedule_design(m.now + m.cycle_ps, Self::ev(FLUSH, c, 0));
+                if !self.cores[c].wbb.is_empty() {
+                    self.wbb_release(m, c);
+                }
             }
             None => {
                 let core = &mut self.cores[c];
@@ -468,6 +489,50 @@ impl Buffered {
         }
     }
 
+    /// Frees the WBB entries whose tail entry the PB has sent; waiting evictions whose tail has
+    /// gone meanwhile need none, the others take the free entries in order.
+    fn wbb_release(&mut self, m: &mut Machine, c: usize) {
+        let cap = self.wbb_cap as usize;
+        let core = &mut self.cores[c];
+        let pb = &core.pb;
+        let held = |&(_, tail): &(u64, u64)| pb.get(tail).is_some_and(|e| e.state == EntryState::Queued);
+        core.wbb.retain(held);
+        if core.wbb_waiting.is_empty() {
+            return;
+        }
+        core.wbb_waiting.retain(held);
+        let n = core.wbb_waiting.len().min(cap - core.wbb.len().min(cap));
+        core.wbb.extend(core.wbb_waiting.drain(..n));
+        self.c.wbb_max = self.c.wbb_max.max(core.wbb.len() as u32);
+        self.release_if_free(m, c);
+    }
+
+    /// Takes `line` out of MC `mc`'s Bloom filter (its NACKed write was retried) and lets go of
+    /// the LLC evictions the filter no longer holds.
+    fn bloom_remove(&mut self, m: &mut Machine, mc: usize, line: u64) {
+        self.rts[mc].bloom_remove(line);
+        for c in 0..self.cores.len() {
+            if self.cores[c].bloom_waiting.is_empty() {
+                continue;
+            }
+            let rts = &self.rts;
+            self.cores[c].bloom_waiting.retain(|&l| rts[m.mc_of(l)].bloom_contains(l));
+            self.release_if_free(m, c);
+        }
+    }
+
+    /// Once no eviction of core `c` is held: the core goes on, and the store it refused enters.
+    fn release_if_free(&mut self, m: &mut Machine, c: usize) {
+        let core = &mut self.cores[c];
+        if core.wbb_waiting.is_empty() && core.bloom_waiting.is_empty() {
+            m.wake_held(c);
+            if core.admit_stalled {
+                core.admit_stalled = false;
+                m.resume_drain(c);
+            }
+        }
+    }
+
     fn on_ack(&mut self, m: &mut Machine, c: usize, entry: u64) {
         let core = &mut self.cores[c];
         let Some(e) = core.pb.remove(m.now, entry) else { return };
@@ -476,9 +541,10 @@ impl Buffered {
         if let Some(ep) = core.et.iter_mut().find(|x| x.ts == e.epoch) {
             ep.pending -= 1;
         }
-        if core.wbb > 0 && !core.pb.holds_line(e.data.line) {
-            core.wbb -= 1;
+        if !core.wbb.is_empty() {
+            self.wbb_release(m, c);
         }
+        let core = &mut self.cores[c];
         if core.admit_stalled {
             core.admit_stalled = false;
             m.resume_drain(c);
@@ -492,6 +558,7 @@ impl Buffered {
         let core = &mut self.cores[c];
         if let Some(e) = core.pb.get_mut(entry) {
             e.state = EntryState::Queued;
+            e.nacked = true;
             let ep = e.epoch;
             core.nack_until = Some(core.nack_until.map_or(ep, |x| x.max(ep)));
         }
@@ -650,14 +717,18 @@ impl Buffered {
                 r.kind == RecordKind::Delay && r.line == p.data.line && r.core == p.core && r.epoch == p.epoch
             }) {
                 r.data.merge(&p.data);
-                self.rts[mc].bloom_remove(p.data.line);
+                if p.retry {
+                    self.bloom_remove(m, mc, p.data.line);
+                }
                 m.persist_version += 1;
                 m.schedule_design(m.now + m.ack_ps, ack);
                 return;
             }
         }
         if self.policy == Policy::Hops || !p.early {
-            self.rts[mc].bloom_remove(p.data.line);
+            if p.retry {
+                self.bloom_remove(m, mc, p.data.line);
+            }
             self.safe_write(m, mc, p.data, Some(ack), Some((p.core, p.epoch)), false);
             return;
         }
@@ -1092,6 +1163,11 @@ impl super::Design for Buffered {
 
     fn admit_store(&mut self, _m: &mut Machine, c: usize, line: u64) -> Result<(), StallCause> {
         let core = &mut self.cores[c];
+        if !core.wbb_waiting.is_empty() || !core.bloom_waiting.is_empty() {
+            // A held eviction: the L1 takes no line until it has gone.
+            core.admit_stalled = true;
+            return Err(if core.wbb_waiting.is_empty() { StallCause::Nack } else { StallCause::WbbFull });
+        }
         let epoch = core.et.back().expect("current epoch").ts;
         if core.pb.admits(line, epoch) {
             Ok(())
@@ -1212,24 +1288,38 @@ impl super::Design for Buffered {
         }
     }
 
-    fn on_llc_evict(&mut self, _m: &mut Machine, line: u64, _dirty: bool) {
-        // PM lines leaving the LLC are dropped: writes take the persist path. A NACKed line still
-        // waiting in a PB is caught by the Bloom filter and its eviction delayed.
-        if self.rts.iter().any(|rt| rt.bloom_contains(line)) {
-            self.c.bloom_hits += 1;
-        }
+    fn on_llc_evict(&mut self, _m: &mut Machine, _line: u64, _dirty: bool) {
+        // PM lines leaving the LLC are dropped: writes take the persist path.
     }
 
-    fn on_private_evict(&mut self, _m: &mut Machine, c: usize, line: u64) {
-        // The write-back buffer holds the eviction until the PB has flushed the line.
+    fn holds_llc_eviction(&mut self, m: &mut Machine, c: usize, line: u64) -> bool {
+        // A NACKed line still waiting in a PB (or a false positive of the counting filter) is
+        // caught by its MC's Bloom filter: the eviction, and the access that caused it, wait
+        // for the retry (ASAP §V-F).
+        if !self.rts[m.mc_of(line)].bloom_contains(line) {
+            return false;
+        }
+        self.c.bloom_hits += 1;
+        self.cores[c].bloom_waiting.push(line);
+        true
+    }
+
+    fn on_private_evict(&mut self, _m: &mut Machine, c: usize, line: u64) -> bool {
+        // The write-back buffer holds an eviction whose line the PB has yet to flush, so the
+        // line's writer can still be found for cross-thread dependencies (ASAP §V-F).
         let core = &mut self.cores[c];
-        if core.pb.entries.iter().any(|e| e.data.line == line && e.state == EntryState::Queued) {
-            if core.wbb >= self.wbb_cap {
-                self.c.wbb_overflows += 1;
-            } else {
-                core.wbb += 1;
-                self.c.wbb_max = self.c.wbb_max.max(core.wbb);
-            }
+        if !core.pb.entries.iter().any(|e| e.data.line == line && e.state == EntryState::Queued) {
+            return false;
+        }
+        let tail = core.pb.entries.back().map_or(0, |e| e.id);
+        if core.wbb.len() < self.wbb_cap as usize && core.wbb_waiting.is_empty() {
+            core.wbb.push((line, tail));
+            self.c.wbb_max = self.c.wbb_max.max(core.wbb.len() as u32);
+            false
+        } else {
+            self.c.wbb_overflows += 1;
+            core.wbb_waiting.push((line, tail));
+            true
         }
     }
 

@@ -155,8 +155,19 @@ pub trait Design: Send {
     /// The run has `threads` trace threads, on cores `0..threads` (before any event).
     fn set_threads(&mut self, _threads: usize) {}
 
-    /// A dirty PM line left `core`'s private caches.
-    fn on_private_evict(&mut self, _m: &mut Machine, _core: usize, _line: u64) {}
+    /// A dirty PM line left `core`'s private caches. Returns whether the eviction must wait
+    /// (ASAP/HOPS: the write-back buffer is full): the access that caused it then waits, and
+    /// the design releases it with [`Machine::wake_held`] (and lets a refused store in again).
+    fn on_private_evict(&mut self, _m: &mut Machine, _core: usize, _line: u64) -> bool {
+        false
+    }
+
+    /// Whether `core`'s access that evicted the PM `line` from the LLC must wait for the
+    /// eviction (ASAP: the MC's Bloom filter holds the line of a NACKed flush still in a PB);
+    /// released as [`Design::on_private_evict`]'s holds are.
+    fn holds_llc_eviction(&mut self, _m: &mut Machine, _core: usize, _line: u64) -> bool {
+        false
+    }
 
     /// One of the design's own events.
     fn on_event(&mut self, m: &mut Machine, ev: DesignEv);
@@ -330,7 +341,7 @@ pub fn build(name: &str, cfg: &crate::config::Config, allow_broken: bool) -> Res
         None => {
             let names: Vec<&str> = DESIGNS.iter().map(|d| d.name).collect();
             let hint = if !allow_broken && BROKEN.iter().any(|d| d.name == name) {
-                " (broken variants need --allow-broken-designs)"
+                " (a broken variant is test-only: `pmsim run` and `pmsim crash` take it with --allow-broken-designs)"
             } else {
                 ""
             };

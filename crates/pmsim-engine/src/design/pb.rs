@@ -23,6 +23,8 @@ pub struct PbEntry {
     pub data: LineData,
     pub epoch: u64,
     pub state: EntryState,
+    /// An MC NACKed its flush: its retry takes the line out of that MC's Bloom filter.
+    pub nacked: bool,
 }
 
 pub struct PersistBuffer {
@@ -75,7 +77,7 @@ impl PersistBuffer {
         self.account(now);
         let id = self.next_id;
         self.next_id += 1;
-        self.entries.push_back(PbEntry { id, data: *data, epoch, state: EntryState::Queued });
+        self.entries.push_back(PbEntry { id, data: *data, epoch, state: EntryState::Queued, nacked: false });
         (id, true)
     }
 
@@ -84,6 +86,10 @@ impl PersistBuffer {
     #[inline]
     fn position(&self, id: u64) -> Option<usize> {
         self.entries.binary_search_by_key(&id, |e| e.id).ok()
+    }
+
+    pub fn get(&self, id: u64) -> Option<&PbEntry> {
+        self.entries.get(self.position(id)?)
     }
 
     pub fn get_mut(&mut self, id: u64) -> Option<&mut PbEntry> {

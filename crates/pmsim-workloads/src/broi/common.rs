@@ -11,7 +11,7 @@
 use crate::atlas::undo_log::Tx;
 use crate::blocks::undo_tx::UndoTxs;
 use crate::ctx::{Ctx, Gen, Interleaver};
-use crate::params::{compute_up_to_2_32, int, ParamSpec, Params};
+use crate::params::{compute_up_to_2_32, int, multiple, ParamSpec, Params};
 use crate::recovery::OpRecord;
 use crate::registry::Generated;
 
@@ -37,14 +37,14 @@ pub const REMOTE_REGION: ParamSpec = ParamSpec {
     name: "remote_region",
     default: "512",
     unit: "bytes",
-    range: int(64, 1 << 20),
-    help: "bytes per remote-style barrier region",
+    range: multiple(64, 64, REMOTE_RING),
+    help: "bytes per remote-style barrier region (whole lines)",
 };
 pub const LOG_GAP: ParamSpec = ParamSpec {
     name: "log_gap",
     default: "4096",
     unit: "bytes",
-    range: int(0, 1 << 30), help: "space between consecutive threads' undo logs beyond the log size (0: logs exactly 256 KiB apart, all starting in one bank)",
+    range: multiple(64, 0, 1 << 30), help: "space between consecutive threads' undo logs beyond the log size, in whole lines (0: logs exactly 256 KiB apart, all starting in one bank)",
 };
 pub const COMPUTE: ParamSpec = compute_up_to_2_32("20", "non-memory work per operation");
 
@@ -77,7 +77,7 @@ pub trait Instance {
 /// allocations come from the shared heap) and `keys` is the per-thread key space.
 pub fn drive<I: Instance>(p: &Params, keys: u64, mut make: impl FnMut(usize, &mut Gen) -> I) -> Generated {
     let gap = p.get("remote_gap");
-    let region = p.get("remote_region").clamp(64, REMOTE_RING).div_ceil(64) * 64;
+    let region = p.get("remote_region");
     let compute = p.get("compute");
     let workers = p.threads;
     let remote = gap > 0;
@@ -90,7 +90,7 @@ pub fn drive<I: Instance>(p: &Params, keys: u64, mut make: impl FnMut(usize, &mu
     // page): with the logs exactly LOG_BYTES apart, every thread's log would start in the same
     // bank under the stride mapping (LOG_BYTES is a multiple of banks x row), and that one bank
     // would bound every design (docs/design.md §9 finding; `log_gap=0` reproduces it).
-    let log_gap = p.get("log_gap").div_ceil(64) * 64;
+    let log_gap = p.get("log_gap");
     let logs: Vec<u64> =
         (0..workers).map(|_| g.heap.alloc_pm(crate::atlas::undo_log::LOG_BYTES + log_gap, 64)).collect();
     let mut undo = UndoTxs::with_logs(logs);

@@ -27,7 +27,7 @@ const PARAMS: &[ParamSpec] = &[
         name: "max_degree",
         default: "16",
         unit: "edges",
-        range: int(1, 1 << 16),
+        range: int(1, 1024),
         help: "adjacency slots per vertex",
     },
     REMOTE_GAP,
@@ -79,7 +79,7 @@ impl Instance for Graph {
 }
 
 fn generate(p: &Params) -> Generated {
-    let max_degree = p.get("max_degree").clamp(1, 1024);
+    let max_degree = p.get("max_degree");
     let per = bytes_per_thread(p);
     let verts = (per / (max_degree * 16 + 8)).max(2);
     let scale = 63 - verts.leading_zeros();

@@ -27,7 +27,7 @@
 
 use super::mcs::Mcs;
 use crate::ctx::{Ctx, Gen};
-use crate::params::{compute_up_to_2_32, int, ParamSpec, Params};
+use crate::params::{compute_up_to_2_32, int, power_of_two, ParamSpec, Params};
 use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
@@ -48,7 +48,7 @@ const PARAMS: &[ParamSpec] = &[
         range: int(0, 3), help: "persistency model the barriers are placed for (seed Algorithm 1; racing: no barriers around lock operations)",
     },
     ParamSpec { name: "entry_size", default: "100", unit: "bytes", range: int(8, 4096), help: "bytes per queue entry (8 to 4096), plus an 8-byte length" },
-    ParamSpec { name: "copy_bytes", default: "16", unit: "bytes", range: int(8, 64), help: "width of the stores that copy an entry (8, 16, 32 or 64)" },
+    ParamSpec { name: "copy_bytes", default: "16", unit: "bytes", range: power_of_two(8, 64), help: "width of the stores that copy an entry" },
     compute_up_to_2_32("0", "extra non-memory work per insert (outside the locks)"),
 ];
 
@@ -71,10 +71,7 @@ impl Shape {
             _ => Variant::Strand,
         };
         let entry = p.get("entry_size").clamp(8, 4096);
-        let copy = match p.get("copy_bytes") {
-            c @ (8 | 16 | 32 | 64) => c,
-            _ => 16,
-        };
+        let copy = p.get("copy_bytes");
         let slot = (8 + entry).div_ceil(64) * 64;
         let hdr = g.heap.alloc_pm(64, 64);
         // A large persistent array is page aligned, as any allocator places it.

@@ -10,7 +10,11 @@
 //   release stores -> release with the value stored (relaxed ones are plain loads and stores);
 //   seq_cst fences (-> mfence); llvm.memcpy/memmove/memset and the libc calls that do the same
 //   (memcpy, memmove, mempcpy, memset, bzero, explicit_bzero, their _FORTIFY_SOURCE `__*_chk`
-//   forms and the wide wmem*); libatomic calls (`__atomic_load/store/exchange/
+//   forms and the wide wmem*); libc string and I/O calls that write or read memory the program
+//   passes them (strcpy, stpcpy, strncpy, strcat, memccpy, strdup, sprintf, snprintf, read,
+//   fread, fgets, their `__*_chk` forms and wide forms; write, fwrite, fputs): a call to the
+//   runtime after them, which computes from the call's result what they wrote and read;
+//   libatomic calls (`__atomic_load/store/exchange/
 //   compare_exchange` and the sized `__atomic_*_N`) as the atomics they stand for; the x86
 //   flush and fence intrinsics; masked, compressing/expanding and scatter/gather vector
 //   accesses (llvm.masked.*, the x86 maskload/maskstore, maskmovdqu and gather/scatter
@@ -71,7 +75,7 @@ enum : unsigned {
 };
 
 struct Hooks {
-  FunctionCallee load, store, ntstore, rmw, sync, memop, flush, fence, masked, lanes;
+  FunctionCallee load, store, ntstore, rmw, sync, memop, strop, flush, fence, masked, lanes;
 };
 
 Hooks getHooks(Module &M) {
@@ -89,6 +93,8 @@ Hooks getHooks(Module &M) {
   // whose value the pass supplies (pmtrace_rt.c, the block for PmTracePass at its end)
   h.sync = M.getOrInsertFunction("__pmt_sync", V, I32, P, I64, P);
   h.memop = M.getOrInsertFunction("__pmt_memop", V, P, P, I64);
+  // (kind, character size, destination, source, count, result): a libc string or I/O call
+  h.strop = M.getOrInsertFunction("__pmt_strop", V, I32, I32, P, P, I64, I64);
   h.flush = M.getOrInsertFunction("__pmt_flush", V, I32, P);
   h.fence = M.getOrInsertFunction("__pmt_fence", V, I32);
   // (kind, base, element size, lanes <= 64, mask bits): the active lanes of a contiguous access
@@ -1148,6 +1154,147 @@ bool memCall(const Instruction &I, MemCall &mc) {
   return true;
 }
 
+// A libc string or I/O call that writes memory the program passes it (strcpy, snprintf, read,
+// fgets, strdup, ...) or reads it (write, fwrite, fputs): libc is not instrumented, so after
+// the call the runtime (`__pmt_strop`) computes from the call's result and the memory what it
+// wrote and records it as memcpy is. The kinds are the runtime's S_* numbers.
+enum StrKind : unsigned {
+  S_CPY = 1, S_PCPY, S_NCPY, S_CAT, S_NCAT, S_MEMCCPY, S_DUP, S_NDUP, S_PRINTF, S_NPRINTF, S_READ,
+  S_FREAD, S_GETS, S_WRITE, S_FWRITE, S_PUTS
+};
+
+struct StrCall {
+  unsigned kind = 0;
+  Value *dst = nullptr, *src = nullptr, *n = nullptr;
+  char ret = 0; // how the result reaches the hook: 'p' pointer, 's' signed, 'u' unsigned, 0 not at all
+  uint64_t unit = 1;
+};
+
+// Each function by its name and its C prototype as glibc declares it (`args`: 'p' a pointer,
+// 'i' an integer, one letter per parameter before any `...`; `ret` as in StrCall), with the
+// positions of its destination, source and count (-1: none). The `__*_chk` forms of
+// `_FORTIFY_SOURCE` take the destination's size (and a flag) at their own positions.
+struct StrFn {
+  const char *name;
+  unsigned kind;
+  const char *args;
+  int dst, src, n;
+  char ret;
+};
+
+const StrFn strFns[] = {
+    {"strcpy", S_CPY, "pp", 0, 1, -1, 'p'},
+    {"__strcpy_chk", S_CPY, "ppi", 0, 1, -1, 'p'},
+    {"stpcpy", S_PCPY, "pp", 0, 1, -1, 'p'},
+    {"__stpcpy_chk", S_PCPY, "ppi", 0, 1, -1, 'p'},
+    {"strncpy", S_NCPY, "ppi", 0, 1, 2, 'p'},
+    {"__strncpy_chk", S_NCPY, "ppii", 0, 1, 2, 'p'},
+    {"stpncpy", S_NCPY, "ppi", 0, 1, 2, 'p'},
+    {"__stpncpy_chk", S_NCPY, "ppii", 0, 1, 2, 'p'},
+    {"strcat", S_CAT, "pp", 0, 1, -1, 'p'},
+    {"__strcat_chk", S_CAT, "ppi", 0, 1, -1, 'p'},
+    {"strncat", S_NCAT, "ppi", 0, 1, 2, 'p'},
+    {"__strncat_chk", S_NCAT, "ppii", 0, 1, 2, 'p'},
+    {"memccpy", S_MEMCCPY, "ppii", 0, 1, 3, 'p'},
+    {"strdup", S_DUP, "p", -1, 0, -1, 'p'},
+    {"__strdup", S_DUP, "p", -1, 0, -1, 'p'},
+    {"strndup", S_NDUP, "pi", -1, 0, 1, 'p'},
+    {"__strndup", S_NDUP, "pi", -1, 0, 1, 'p'},
+    // __sprintf_chk(s, flag, slen, fmt, ...), __snprintf_chk(s, maxlen, flag, slen, fmt, ...)
+    {"sprintf", S_PRINTF, "pp", 0, -1, -1, 's'},
+    {"__sprintf_chk", S_PRINTF, "piip", 0, -1, -1, 's'},
+    {"vsprintf", S_PRINTF, "ppp", 0, -1, -1, 's'},
+    {"__vsprintf_chk", S_PRINTF, "piipp", 0, -1, -1, 's'},
+    {"snprintf", S_NPRINTF, "pip", 0, -1, 1, 's'},
+    {"__snprintf_chk", S_NPRINTF, "piiip", 0, -1, 1, 's'},
+    {"vsnprintf", S_NPRINTF, "pipp", 0, -1, 1, 's'},
+    {"__vsnprintf_chk", S_NPRINTF, "piiipp", 0, -1, 1, 's'},
+    // __read_chk(fd, buf, nbytes, buflen), __pread_chk(fd, buf, nbytes, offset, buflen),
+    // __recv_chk(fd, buf, n, buflen, flags), __recvfrom_chk(fd, buf, n, buflen, flags, addr, alen)
+    {"read", S_READ, "ipi", 1, -1, -1, 's'},
+    {"__read_chk", S_READ, "ipii", 1, -1, -1, 's'},
+    {"pread", S_READ, "ipii", 1, -1, -1, 's'},
+    {"pread64", S_READ, "ipii", 1, -1, -1, 's'},
+    {"__pread_chk", S_READ, "ipiii", 1, -1, -1, 's'},
+    {"__pread64_chk", S_READ, "ipiii", 1, -1, -1, 's'},
+    {"recv", S_READ, "ipii", 1, -1, -1, 's'},
+    {"__recv_chk", S_READ, "ipiii", 1, -1, -1, 's'},
+    {"recvfrom", S_READ, "ipiipp", 1, -1, -1, 's'},
+    {"__recvfrom_chk", S_READ, "ipiiipp", 1, -1, -1, 's'},
+    // fread(ptr, size, n, stream), __fread_chk(ptr, ptrlen, size, n, stream): `n` is the size
+    {"fread", S_FREAD, "piip", 0, -1, 1, 'u'},
+    {"fread_unlocked", S_FREAD, "piip", 0, -1, 1, 'u'},
+    {"__fread_chk", S_FREAD, "piiip", 0, -1, 2, 'u'},
+    {"__fread_unlocked_chk", S_FREAD, "piiip", 0, -1, 2, 'u'},
+    // fgets(s, n, stream), __fgets_chk(s, size, n, stream)
+    {"fgets", S_GETS, "pip", 0, -1, -1, 'p'},
+    {"fgets_unlocked", S_GETS, "pip", 0, -1, -1, 'p'},
+    {"__fgets_chk", S_GETS, "piip", 0, -1, -1, 'p'},
+    {"__fgets_unlocked_chk", S_GETS, "piip", 0, -1, -1, 'p'},
+    // Writers: the source they read.
+    {"write", S_WRITE, "ipi", -1, 1, -1, 's'},
+    {"pwrite", S_WRITE, "ipii", -1, 1, -1, 's'},
+    {"pwrite64", S_WRITE, "ipii", -1, 1, -1, 's'},
+    {"send", S_WRITE, "ipii", -1, 1, -1, 's'},
+    {"sendto", S_WRITE, "ipiipi", -1, 1, -1, 's'},
+    {"fwrite", S_FWRITE, "piip", -1, 0, 1, 'u'},
+    {"fwrite_unlocked", S_FWRITE, "piip", -1, 0, 1, 'u'},
+    {"fputs", S_PUTS, "pp", -1, 0, -1, 's'},
+    {"fputs_unlocked", S_PUTS, "pp", -1, 0, -1, 's'},
+    {"puts", S_PUTS, "p", -1, 0, -1, 's'},
+    // The wide forms (`unit` = sizeof(wchar_t)): the string functions under their wcs / wcp names.
+    {"wcscpy", S_CPY, "pp", 0, 1, -1, 'p'},
+    {"__wcscpy_chk", S_CPY, "ppi", 0, 1, -1, 'p'},
+    {"wcpcpy", S_PCPY, "pp", 0, 1, -1, 'p'},
+    {"__wcpcpy_chk", S_PCPY, "ppi", 0, 1, -1, 'p'},
+    {"wcsncpy", S_NCPY, "ppi", 0, 1, 2, 'p'},
+    {"__wcsncpy_chk", S_NCPY, "ppii", 0, 1, 2, 'p'},
+    {"wcpncpy", S_NCPY, "ppi", 0, 1, 2, 'p'},
+    {"__wcpncpy_chk", S_NCPY, "ppii", 0, 1, 2, 'p'},
+    {"wcscat", S_CAT, "pp", 0, 1, -1, 'p'},
+    {"__wcscat_chk", S_CAT, "ppi", 0, 1, -1, 'p'},
+    {"wcsncat", S_NCAT, "ppi", 0, 1, 2, 'p'},
+    {"__wcsncat_chk", S_NCAT, "ppii", 0, 1, 2, 'p'},
+    {"wcsdup", S_DUP, "p", -1, 0, -1, 'p'},
+};
+
+bool strCall(const Instruction &I, StrCall &sc) {
+  const auto *CI = dyn_cast<CallInst>(&I);
+  const Function *Fn = CI ? CI->getCalledFunction() : nullptr;
+  if (!Fn || !Fn->isDeclaration() || Fn->isIntrinsic() || CI->isMustTailCall())
+    return false;
+  StringRef name = Fn->getName();
+  for (const StrFn &f : strFns) {
+    if (name != f.name)
+      continue;
+    // A program may declare its own function of that name with other types: left alone.
+    StringRef args(f.args);
+    if (CI->arg_size() < args.size() || (!Fn->isVarArg() && CI->arg_size() != args.size()))
+      return false;
+    for (unsigned i = 0; i < args.size(); i++) {
+      Type *T = CI->getArgOperand(i)->getType();
+      if (args[i] == 'p' ? !T->isPointerTy() : !T->isIntegerTy())
+        return false;
+    }
+    Type *R = CI->getType();
+    if (f.ret == 'p' ? !R->isPointerTy() : !R->isIntegerTy())
+      return false;
+    sc.kind = f.kind;
+    sc.dst = f.dst >= 0 ? CI->getArgOperand(f.dst) : nullptr;
+    sc.src = f.src >= 0 ? CI->getArgOperand(f.src) : nullptr;
+    sc.n = f.n >= 0 ? CI->getArgOperand(f.n) : nullptr;
+    sc.ret = f.ret;
+    sc.unit = 1;
+    if (name.startswith("wc") || name.startswith("__wc")) {
+      sc.unit = 4; // wchar_t on Linux; clang records it as the module flag wchar_size
+      if (auto *W = mdconst::extract_or_null<ConstantInt>(I.getModule()->getModuleFlag("wchar_size")))
+        sc.unit = W->getZExtValue();
+    }
+    return true;
+  }
+  return false;
+}
+
 // A call into libatomic, as clang emits it for an atomic access it cannot inline (16 bytes
 // without -mcx16, a size that is not a power of two, a misaligned object): the generic
 // `__atomic_load/store/exchange/compare_exchange(size, ptr, ...)` with buffers, and the sized
@@ -1433,8 +1580,9 @@ bool instrument(Function &F) {
       // Stack-slot loads and stores are not traced: they are plain instructions here.
       VecForm vf = vecForm(I);
       MemCall mc;
+      StrCall sc;
       bool traced = isa<AtomicRMWInst>(I) || isa<AtomicCmpXchgInst>(I) || isa<MemIntrinsic>(I) ||
-                    memCall(I, mc) || atomicCall(I).form != AF_NONE ||
+                    memCall(I, mc) || strCall(I, sc) || atomicCall(I).form != AF_NONE ||
                     (vf != VF_NONE && !vecOnStack(cast<CallInst>(&I), vf)) ||
                     (isa<LoadInst>(I) && !isStackSlot(cast<LoadInst>(I).getPointerOperand())) ||
                     (isa<StoreInst>(I) && !isStackSlot(cast<StoreInst>(I).getPointerOperand()));
@@ -1542,6 +1690,25 @@ bool instrument(Function &F) {
         if (mc.unit != 1)
           Len = After.CreateMul(Len, After.getInt64(mc.unit));
         After.CreateCall(h.memop, {After.CreatePointerCast(mc.dst, After.getInt8PtrTy()), Src, Len});
+        changed = true;
+        continue;
+      }
+      StrCall sc;
+      if (strCall(*CI, sc)) {
+        // After the call: the runtime computes from its result what it read and wrote.
+        Type *I64 = After.getInt64Ty();
+        Value *Null = Constant::getNullValue(After.getInt8PtrTy());
+        auto ptr = [&](Value *V) { return V ? After.CreatePointerCast(V, After.getInt8PtrTy()) : Null; };
+        Value *N = sc.n ? After.CreateZExtOrTrunc(sc.n, I64) : After.getInt64(0);
+        Value *Ret = After.getInt64(0);
+        if (sc.ret == 'p')
+          Ret = After.CreatePtrToInt(CI, I64);
+        else if (sc.ret == 's')
+          Ret = After.CreateSExtOrTrunc(CI, I64);
+        else if (sc.ret == 'u')
+          Ret = After.CreateZExtOrTrunc(CI, I64);
+        After.CreateCall(h.strop, {After.getInt32(sc.kind), After.getInt32((uint32_t)sc.unit), ptr(sc.dst),
+                                   ptr(sc.src), N, Ret});
         changed = true;
         continue;
       }

@@ -32,6 +32,7 @@
  * (a file where each instrumented process says whether it traced; see report()).
  */
 #define _GNU_SOURCE
+#include <cpuid.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -119,9 +120,13 @@ static int g_nfiles; /* under g_range_lock */
 
 struct tbuf {
   atomic_int busy; /* inside enter() .. leave(): finish() waits for it to clear */
+  /* Another thread is writing this buffer out (steal_old): its owner, between setting busy and
+   * touching the buffer, waits for it to clear (claim()). */
+  atomic_int steal;
   uint32_t tid;
   uint32_t count;
   uint64_t prev_gid;
+  uint64_t first_gid; /* the gid of the buffer's first event (count > 0) */
   uint32_t len;
   uint8_t data[BLOCK_BYTES + 256];
   uint32_t open[MAX_LABELS]; /* pmsim_begin()s of each label not yet ended on this thread */
@@ -366,6 +371,54 @@ static inline uint64_t translate(uint64_t a, int *pm) {
   return a;
 }
 
+/* ---------- PM lines stored to since their last flush ----------
+ * One bit per line of the trace's PM range (2^28 lines: 32 MiB of address space, reserved on
+ * the first PM store, with pages touched only where the program stores; not kept under
+ * --pm heap, whose memory no msync writes back): set by a traced PM
+ * store (store, rmw, release; an ntstore leaves no dirty line in the cache), cleared by a flush
+ * of the line. An msync writes back whole pages (msync_lines): the lines of its pages outside the
+ * range it was given are flushed in the trace when their bit is set. Trace addresses. */
+static _Atomic(_Atomic uint64_t *) g_dirty;
+
+static _Atomic uint64_t *dirty_word(uint64_t t, uint64_t *bit, int create) {
+  uint64_t i = (t - PM_WINDOW) / LINE;
+  if (t - PM_WINDOW >= PM_WINDOW_SIZE)
+    return NULL;
+  _Atomic uint64_t *m = atomic_load_explicit(&g_dirty, memory_order_acquire);
+  if (!m && create) {
+    _Atomic uint64_t *fresh = raw_mmap(PM_WINDOW_SIZE / LINE / 8);
+    if (fresh == (void *)-1)
+      return NULL;
+    if (atomic_compare_exchange_strong(&g_dirty, &m, fresh))
+      m = fresh;
+    else
+      syscall(SYS_munmap, fresh, PM_WINDOW_SIZE / LINE / 8); /* another thread was first */
+  }
+  if (!m)
+    return NULL;
+  *bit = 1ULL << (i & 63);
+  return &m[i >> 6];
+}
+static inline void dirty_set(uint64_t t) {
+  uint64_t bit;
+  if (g_mode == PM_HEAP)
+    return; /* heap memory is no file mapping: no msync writes it back */
+  _Atomic uint64_t *w = dirty_word(t, &bit, 1);
+  if (w && !(atomic_load_explicit(w, memory_order_relaxed) & bit))
+    atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+}
+static inline void dirty_clear(uint64_t t) {
+  uint64_t bit;
+  _Atomic uint64_t *w = dirty_word(t, &bit, 0);
+  if (w && (atomic_load_explicit(w, memory_order_relaxed) & bit))
+    atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed);
+}
+static inline int dirty_test(uint64_t t) {
+  uint64_t bit;
+  _Atomic uint64_t *w = dirty_word(t, &bit, 0);
+  return w && (atomic_load_explicit(w, memory_order_relaxed) & bit);
+}
+
 /* ---------- encoding ---------- */
 
 static inline uint8_t *put_varint(uint8_t *p, uint64_t v) {
@@ -393,6 +446,42 @@ static void flush_buf(struct tbuf *b) {
   spin_unlock(&g_file_lock);
   b->count = 0;
   b->len = 0;
+}
+
+/* The owner of `b` is about to touch it: busy (sequentially consistent, against finish()'s
+ * g_on = 0 and a thief's check), then wait for a thief that saw it idle to finish writing it. */
+static inline void claim(struct tbuf *b) {
+  atomic_store(&b->busy, 1);
+  while (atomic_load(&b->steal))
+    ;
+}
+
+/* A SIGKILL leaves every buffer in memory unwritten, and the repair keeps only the events
+ * before the first gid no block holds: one thread with old events still buffered (main waiting
+ * in pthread_join, a thread blocked on a lock, asleep, or making few events) would cost every
+ * event written after them. So a thread that has just written a full block, whose events begin
+ * at gid `first` and span `span` gids, also writes the buffers of idle threads (not inside the
+ * event code) whose first event is more than half a span older: a thread that makes events as
+ * fast as this one has none that old, so its buffer is left to fill. The thief is inside its own
+ * event code (busy) throughout, so finish() waits for it before it writes the buffers itself. */
+static void steal_old(struct tbuf *self, uint64_t first, uint64_t span) {
+  if (first <= span / 2)
+    return;
+  uint64_t older = first - span / 2;
+  unsigned n = atomic_load(&g_threads);
+  for (unsigned i = 0; i < n && i < MAX_THREADS; i++) {
+    struct tbuf *b = __atomic_load_n(&g_bufs[i], __ATOMIC_ACQUIRE);
+    if (!b || b == self || !__atomic_load_n(&b->count, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&b->first_gid, __ATOMIC_RELAXED) >= older || atomic_load(&b->busy))
+      continue;
+    int zero = 0;
+    if (!atomic_compare_exchange_strong(&b->steal, &zero, 1))
+      continue;
+    /* Dekker with claim(): either its owner sees steal set and waits, or this sees busy. */
+    if (!atomic_load(&b->busy) && g_on && b->count && b->first_gid < older)
+      flush_buf(b);
+    atomic_store(&b->steal, 0);
+  }
 }
 
 /* The calling thread's buffer, taking a trace thread slot on its first event: the lowest slot
@@ -424,7 +513,7 @@ static struct tbuf *my_buf(void) {
     }
     b = raw_mmap(sizeof *b);
     b->tid = tid;
-    g_bufs[tid] = b;
+    __atomic_store_n(&g_bufs[tid], b, __ATOMIC_RELEASE);
     /* The header's thread count covers every thread before its first block is written. */
     spin_lock(&g_file_lock);
     uint32_t n = atomic_load(&g_threads);
@@ -445,7 +534,7 @@ static void end_slot(void) {
     return;
   t_busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
-  atomic_store(&b->busy, 1);
+  claim(b);
   if (g_on)
     flush_buf(b);
   t_buf = NULL;
@@ -498,6 +587,8 @@ static void free_slot(pthread_t t) {
 static inline uint8_t *begin_ev(struct tbuf *b, uint64_t gid, unsigned kind) {
   uint8_t *p = b->data + b->len;
   p = put_varint(p, b->count ? gid - b->prev_gid - 1 : gid);
+  if (!b->count)
+    __atomic_store_n(&b->first_gid, gid, __ATOMIC_RELAXED);
   b->prev_gid = gid;
   *p++ = (uint8_t)kind;
   return p;
@@ -505,9 +596,12 @@ static inline uint8_t *begin_ev(struct tbuf *b, uint64_t gid, unsigned kind) {
 
 static inline void end_ev(struct tbuf *b, uint8_t *p) {
   b->len = (uint32_t)(p - b->data);
-  b->count++;
-  if (b->len >= BLOCK_BYTES)
+  __atomic_store_n(&b->count, b->count + 1, __ATOMIC_RELAXED);
+  if (b->len >= BLOCK_BYTES) {
+    uint64_t first = b->first_gid, span = b->prev_gid - first + 1;
     flush_buf(b);
+    steal_old(b, first, span);
+  }
 }
 
 /* The instructions counted since the thread's last event, as one `compute N` event ahead of the
@@ -531,7 +625,7 @@ static inline struct tbuf *enter(void) {
   t_busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
   struct tbuf *b = my_buf();
-  atomic_store(&b->busy, 1); /* sequentially consistent: against finish()'s g_on = 0 */
+  claim(b); /* sequentially consistent: against finish()'s g_on = 0 */
   if (!g_on) {
     atomic_store_explicit(&b->busy, 0, memory_order_release);
     atomic_signal_fence(memory_order_seq_cst);
@@ -644,6 +738,8 @@ static void emit_mem(struct tbuf *b, unsigned kind, uint64_t a, uint64_t size, c
     while (part) {
       uint64_t room = LINE - (t & (LINE - 1));
       unsigned n = (unsigned)(part < room ? part : room);
+      if (pm && kind == K_STORE)
+        dirty_set(t);
       mem_ev(b, kind, t, value, n);
       if (value)
         value += n;
@@ -703,8 +799,10 @@ static void emit_sync(struct tbuf *b, unsigned kind, const void *addr, unsigned 
     size = (unsigned)(LINE - (t & (LINE - 1)));
   if (!size)
     size = 1;
-  if (pm && value)
+  if (pm && value) {
     SEEN(g_seen_pm_store);
+    dirty_set(t);
+  }
   compute_ev(b);
   unsigned stripe = (unsigned)((t >> 3) * 0x9E3779B97F4A7C15ULL >> 58);
   spin_lock(&g_sync_lock[stripe]);
@@ -749,6 +847,8 @@ static void fence_ev(unsigned kind) {
 static void emit_flush(struct tbuf *b, unsigned kind, const void *addr) {
   int pm;
   uint64_t t = translate((uint64_t)addr, &pm);
+  if (pm)
+    dirty_clear(t);
   compute_ev(b);
   uint64_t gid = atomic_fetch_add_explicit(&g_gid, 1, memory_order_relaxed);
   uint8_t *p = begin_ev(b, gid, kind);
@@ -818,6 +918,105 @@ void __pmt_memop(const void *dst, const void *src, uint64_t n) {
   if (src)
     mem_access(K_LOAD, src, n, 0);
   mem_access(K_STORE, dst, n, 1);
+}
+
+/* A libc string or I/O call that wrote memory the program gave it (libc is not instrumented):
+ * the pass calls this right after the call with its kind (StrKind in PmTracePass.cpp, the same
+ * numbers), the character size `unit` (1; sizeof(wchar_t) for wcscpy ...), the destination,
+ * the source (or NULL), the count argument `n` (strncpy's n, snprintf's size, fread's element
+ * size; 0 when the call has none) and the call's result (a pointer as an integer, an int or
+ * ssize_t sign-extended, a size_t zero-extended). What the call wrote is computed from the
+ * result and the memory as it is now, and recorded as memcpy is: `load`s of the bytes read from
+ * the source (a strcat's scan of the destination too), then `store`s of the bytes written. */
+enum {
+  S_CPY = 1, S_PCPY, S_NCPY, S_CAT, S_NCAT, S_MEMCCPY, S_DUP, S_NDUP, S_PRINTF, S_NPRINTF, S_READ,
+  S_FREAD, S_GETS, S_WRITE, S_FWRITE, S_PUTS
+};
+
+/* strnlen in characters of `unit` bytes. */
+static uint64_t str_units(const void *p, uint32_t unit, uint64_t max) {
+  uint64_t i = 0;
+  if (unit == 4)
+    for (const uint32_t *w = p; i < max && w[i]; i++) {}
+  else if (unit == 2)
+    for (const uint16_t *w = p; i < max && w[i]; i++) {}
+  else
+    i = strnlen(p, max);
+  return i;
+}
+
+void __pmt_strop(uint32_t kind, uint32_t unit, void *dst, const void *src, uint64_t n, uint64_t ret) {
+  if (!g_on)
+    return;
+  const uint64_t all = UINT64_MAX;
+  int64_t sret = (int64_t)ret;
+  char *d = dst;
+  uint64_t load = 0, store = 0; /* in characters */
+  switch (kind) {
+  case S_CPY: store = load = str_units(d, unit, all) + 1; break;
+  case S_PCPY: store = load = ((char *)(uintptr_t)ret - d) / unit + 1; break; /* ret: the NUL */
+  case S_NCPY: {
+    uint64_t l = str_units(src, unit, n);
+    store = n;
+    load = l < n ? l + 1 : n;
+    break;
+  }
+  case S_CAT:
+  case S_NCAT: {
+    /* The appended characters (and the NUL) start where the old string ended; the call read
+     * the old string and its NUL to find that end. */
+    uint64_t a = str_units(src, unit, kind == S_NCAT ? n : all), total = str_units(d, unit, all);
+    uint64_t old = total >= a ? total - a : 0;
+    mem_access(K_LOAD, d, (old + 1) * unit, 0);
+    load = kind == S_NCAT && a >= n ? n : a + 1;
+    store = a + 1;
+    d += old * unit;
+    break;
+  }
+  case S_MEMCCPY: store = load = ret ? (uint64_t)((char *)(uintptr_t)ret - d) : n; break;
+  case S_DUP:
+  case S_NDUP: {
+    if (!ret)
+      return;
+    d = (char *)(uintptr_t)ret;
+    uint64_t l = str_units(d, unit, all);
+    store = l + 1;
+    load = kind == S_NDUP && l >= n ? n : l + 1;
+    break;
+  }
+  case S_PRINTF:
+    if (sret < 0)
+      return;
+    store = (uint64_t)sret + 1;
+    break;
+  case S_NPRINTF:
+    if (sret < 0 || n == 0)
+      return;
+    store = ((uint64_t)sret < n - 1 ? (uint64_t)sret : n - 1) + 1;
+    break;
+  case S_READ:
+    if (sret <= 0)
+      return;
+    store = (uint64_t)sret;
+    break;
+  case S_FREAD: store = ret * n; break;
+  case S_GETS:
+    if (!ret)
+      return;
+    store = str_units(d, unit, all) + 1;
+    break;
+  /* Writers: what they read from the program's memory. */
+  case S_WRITE:
+    if (sret > 0)
+      mem_access(K_LOAD, src, (uint64_t)sret, 0);
+    return;
+  case S_FWRITE: mem_access(K_LOAD, src, ret * n, 0); return;
+  case S_PUTS: mem_access(K_LOAD, src, (str_units(src, unit, all) + 1) * unit, 0); return;
+  default: return;
+  }
+  if (src && load)
+    mem_access(K_LOAD, src, load * unit, 0);
+  mem_access(K_STORE, d, store * unit, 1);
 }
 
 /* ---------- annotations (pmsim.h): operations and design-neutral persist barriers ---------- */
@@ -935,7 +1134,10 @@ static off_t finish_events(void) {
    * main() that only computes on its stack) takes a slot for it: the count is promised at exit. */
   if (!t_busy && (t_buf || (__pmt_icount && g_count_compute))) {
     int fresh = !t_buf;
-    compute_ev(my_buf());
+    struct tbuf *own = my_buf();
+    claim(own); /* another thread's steal_old() may be writing it out */
+    compute_ev(own);
+    atomic_store_explicit(&own->busy, 0, memory_order_release);
     uint32_t n = atomic_load(&g_threads);
     /* my_buf() leaves the header alone once finishing has begun (a forked child may share the
      * file); this is the traced process itself, so the thread count is set here. */
@@ -1708,6 +1910,15 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
 
 int pthread_join(pthread_t t, void **ret) {
   REAL(pthread_join);
+  /* A joiner may wait for long (main joining its workers): its buffered events go out now, so
+   * a SIGKILL meanwhile does not cut the trace at its first one (steal_old() covers the rest). */
+  if (!t_busy && t_buf && t_buf->count) {
+    struct tbuf *b = enter();
+    if (b) {
+      flush_buf(b);
+      leave(b);
+    }
+  }
   int r = real_pthread_join(t, ret);
   if (r == 0) {
     sync_ev(K_ACQUIRE, (void *)t, 8, 0);
@@ -1724,14 +1935,123 @@ static int is_pm_addr(uint64_t a) {
 
 /* ---------- libpmem / libpmemobj (--pm pmdk) ----------
  * libpmem is not instrumented, so each call is described by its effect: stores of the bytes it
- * wrote (read back after the call), clwb of each line, and an sfence where it drains. Calls
- * libpmem makes to itself are not traced twice (t_in_hook).
+ * wrote (read back after the call), the flushes it executes, and an sfence where it drains.
+ * Calls libpmem makes to itself are not traced twice (t_in_hook).
  */
 
-static void flush_range(const void *addr, size_t len) {
+/* How PMDK flushes on x86-64, chosen as libpmem's pmem_init and libpmem2's pmem2_arch_init and
+ * pmem2_persist_init choose it once at start-up (PMDK 1.12: src/libpmem/pmem.c,
+ * src/libpmem2/x86_64/init.c, src/libpmem2/persist.c; checked against Debian's 1.12.1):
+ * - the flush instruction (both libraries): clwb when the CPU has it, else clflushopt, else
+ *   clflush; PMEM_NO_CLWB=1 and PMEM_NO_CLFLUSHOPT=1 (exactly "1") pass over the first two;
+ * - libpmem only, `noflush`: with PMEM_NO_FLUSH=1, or when pmem_has_auto_flush() finds eADR
+ *   and PMEM_NO_FLUSH is not 0, its flush is an empty function (pmem_flush and pmem_persist's
+ *   flush execute nothing; pmem_deep_flush still flushes) and its copies take their _eadr
+ *   variants (below); libpmem2 does not read PMEM_NO_FLUSH, a map's store granularity says
+ *   (BYTE on eADR, or with PMEM2_FORCE_GRANULARITY=BYTE);
+ * - libpmem's drain: an sfence, none when it flushes with clflush (ordered by itself) and
+ *   not noflush; libpmem2's drain is always an sfence;
+ * - non-temporal copies unless PMEM_NO_MOVNT=1 (then its generic copy: plain stores and the
+ *   flush), from PMEM_MOVNT_THRESHOLD bytes (atoll; default 256, a negative value ignored). */
+struct pmdk_cfg {
+  unsigned flush; /* K_CLWB, K_CLFLUSHOPT or K_CLFLUSH */
+  int noflush;    /* libpmem: no flush (PMEM_NO_FLUSH=1, or eADR) */
+  int movnt;      /* non-temporal copies available */
+  size_t threshold;
+};
+static int env_is(const char *name, const char *value) {
+  const char *e = getenv(name);
+  return e && strcmp(e, value) == 0;
+}
+static struct pmdk_cfg pmdk_cfg(void) {
+  static struct pmdk_cfg c;
+  static atomic_int known;
+  static atomic_flag lock = ATOMIC_FLAG_INIT;
+  if (atomic_load_explicit(&known, memory_order_acquire))
+    return c;
+  spin_lock(&lock);
+  if (!atomic_load_explicit(&known, memory_order_relaxed)) {
+    unsigned a = 0, b = 0, cx = 0, d = 0;
+    int clflushopt = 0, clwb = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &cx, &d)) {
+      clflushopt = (b >> 23) & 1;
+      clwb = (b >> 24) & 1;
+    }
+    c.flush = K_CLFLUSH;
+    if (clflushopt && !env_is("PMEM_NO_CLFLUSHOPT", "1"))
+      c.flush = K_CLFLUSHOPT;
+    if (clwb && !env_is("PMEM_NO_CLWB", "1"))
+      c.flush = K_CLWB;
+    if (env_is("PMEM_NO_FLUSH", "1"))
+      c.noflush = 1;
+    else if (env_is("PMEM_NO_FLUSH", "0"))
+      c.noflush = 0;
+    else {
+      /* libpmem's own eADR test (pmem2_auto_flush), when libpmem is loaded */
+      int (*auto_flush)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "pmem_has_auto_flush");
+      c.noflush = auto_flush && auto_flush() == 1;
+    }
+    c.movnt = !env_is("PMEM_NO_MOVNT", "1");
+    const char *th = getenv("PMEM_MOVNT_THRESHOLD");
+    long long v = th ? atoll(th) : -1;
+    c.threshold = v >= 0 ? (size_t)v : 256;
+    atomic_store_explicit(&known, 1, memory_order_release);
+  }
+  spin_unlock(&lock);
+  return c;
+}
+
+/* A flush of `kind` per line of [addr, addr + len). */
+static void flush_lines(unsigned kind, const void *addr, size_t len) {
   uint64_t a = (uint64_t)addr & ~(LINE - 1), end = (uint64_t)addr + len;
   for (; a < end; a += LINE)
-    flush_ev(K_CLWB, (const void *)a);
+    flush_ev(kind, (const void *)a);
+}
+
+/* libpmem's flush (pmem_flush, and the flush of pmem_persist) and drain. */
+static void lp_flush(const void *addr, size_t len) {
+  struct pmdk_cfg c = pmdk_cfg();
+  if (!c.noflush)
+    flush_lines(c.flush, addr, len);
+}
+static void lp_drain(void) {
+  struct pmdk_cfg c = pmdk_cfg();
+  if (c.noflush || c.flush != K_CLFLUSH)
+    fence_ev(K_SFENCE);
+}
+
+static size_t page_size(void) {
+  static size_t ps;
+  if (!ps) {
+    long v = sysconf(_SC_PAGESIZE);
+    ps = v > 0 ? (size_t)v : 4096;
+  }
+  return ps;
+}
+
+/* The write-back of an msync of [addr, addr + len) (the program's own, pmem_msync's, libpmem2's
+ * on a page-granularity map, libpmemobj's on a pool that is not pmem): the kernel writes back
+ * every dirty line of whole pages, [addr rounded down, addr + len rounded up to the page size).
+ * In the trace, a clwb per line of [addr, addr + len) (`range` 1: as flush_lines; 2: its PM
+ * lines only; 0: none), and one per line of those pages the program stored to since the line
+ * was last flushed (the dirty bits above; a line it never stored to, or already flushed, is
+ * left out: a range of many pages adds at most two pages' worth of lines). Returns how many PM
+ * lines it flushed. */
+static uint64_t msync_lines(const void *addr, size_t len, int range) {
+  uint64_t ps = page_size(), from = (uint64_t)addr, to = from + len;
+  uint64_t a = from & ~(ps - 1), end = (to + ps - 1) & ~(ps - 1), n = 0;
+  if (!len)
+    return 0;
+  for (; a < end; a += LINE) {
+    int pm;
+    uint64_t t = translate(a, &pm);
+    int in = a + LINE > from && a < to;
+    if ((in && range == 1) || (pm && ((in && range == 2) || dirty_test(t)))) {
+      flush_ev(K_CLWB, (const void *)a);
+      n += pm;
+    }
+  }
+  return n;
 }
 
 /* The PMDK wrappers are weak: a program that defines a function of the same name itself (research
@@ -1769,17 +2089,18 @@ PMDK_WRAPPER void pmem_flush(const void *addr, size_t len) {
   PMEM_WRAP_BEGIN
   real_pmem_flush(addr, len);
   if (outer)
-    flush_range(addr, len);
+    lp_flush(addr, len);
   PMEM_WRAP_END
 }
-/* pmem_deep_flush writes the range's lines back like pmem_flush (and, on device DAX, flushes
- * the WPQ, which ADR makes persistent anyway); it does not fence. */
+/* pmem_deep_flush writes the range's lines back with the CPU's flush, also when libpmem does not
+ * flush otherwise (its deep_flush is never the empty one), and, on device DAX, flushes the WPQ,
+ * which ADR makes persistent anyway; it does not fence. */
 PMDK_WRAPPER void pmem_deep_flush(const void *addr, size_t len) {
   PMEM_REAL(void, pmem_deep_flush, const void *, size_t);
   PMEM_WRAP_BEGIN
   real_pmem_deep_flush(addr, len);
   if (outer)
-    flush_range(addr, len);
+    flush_lines(pmdk_cfg().flush, addr, len);
   PMEM_WRAP_END
 }
 PMDK_WRAPPER void pmem_drain(void) {
@@ -1787,7 +2108,7 @@ PMDK_WRAPPER void pmem_drain(void) {
   PMEM_WRAP_BEGIN
   real_pmem_drain();
   if (outer)
-    fence_ev(K_SFENCE);
+    lp_drain();
   PMEM_WRAP_END
 }
 PMDK_WRAPPER void pmem_persist(const void *addr, size_t len) {
@@ -1795,17 +2116,18 @@ PMDK_WRAPPER void pmem_persist(const void *addr, size_t len) {
   PMEM_WRAP_BEGIN
   real_pmem_persist(addr, len);
   if (outer) {
-    flush_range(addr, len);
-    fence_ev(K_SFENCE);
+    lp_flush(addr, len);
+    lp_drain();
   }
   PMEM_WRAP_END
 }
+/* pmem_msync: msync(MS_SYNC) of the range's pages, whatever PMEM_NO_FLUSH says. */
 PMDK_WRAPPER int pmem_msync(const void *addr, size_t len) {
   PMEM_REAL(int, pmem_msync, const void *, size_t);
   PMEM_WRAP_BEGIN
   int r = real_pmem_msync(addr, len);
   if (outer) {
-    flush_range(addr, len);
+    msync_lines(addr, len, 1);
     fence_ev(K_SFENCE);
   }
   PMEM_WRAP_END
@@ -1813,24 +2135,16 @@ PMDK_WRAPPER int pmem_msync(const void *addr, size_t len) {
 }
 
 /* msync(MS_SYNC) of a file mapping is how a program without PMDK makes its stores durable;
- * on PM (a DAX mapping) it writes back the range's cache lines and waits, which is what the
- * trace says: a clwb per PM line of the range and an sfence. MS_ASYNC schedules nothing the
+ * on PM (a DAX mapping) it writes back the dirty lines of the range's pages and waits, which is
+ * what the trace says: a clwb per PM line of the range and per line of its pages the program
+ * stored to since its last flush (msync_lines), and an sfence. MS_ASYNC schedules nothing the
  * program waits for (a no-op since Linux 2.6.19). libpmem's own msync (inside pmem_msync) is
  * already described by that wrapper (t_in_hook). */
 int msync(void *addr, size_t len, int flags) {
   REAL(msync);
   int r = real_msync(addr, len, flags);
-  if (r == 0 && g_on && !t_in_hook && (flags & MS_SYNC)) {
-    uint64_t a = (uint64_t)addr & ~(LINE - 1), end = (uint64_t)addr + len;
-    int any = 0;
-    for (; a < end; a += LINE)
-      if (is_pm_addr(a)) {
-        flush_ev(K_CLWB, (const void *)a);
-        any = 1;
-      }
-    if (any)
-      fence_ev(K_SFENCE);
-  }
+  if (r == 0 && g_on && !t_in_hook && (flags & MS_SYNC) && msync_lines(addr, len, 2))
+    fence_ev(K_SFENCE);
   return r;
 }
 
@@ -1842,59 +2156,75 @@ int msync(void *addr, size_t len, int flags) {
 #define PMEM_F_MEM_WB_ (1U << 4) /* write back: temporal */
 #define PMEM_F_MEM_NOFLUSH_ (1U << 5)
 
-/* The length from which libpmem copies non-temporally when no flag chooses (its
- * PMEM_MOVNT_THRESHOLD, default 256 bytes; PMEM_NO_MOVNT=1 never). */
-static size_t movnt_threshold(void) {
-  static size_t t;
-  static int known;
-  if (!known) {
-    const char *no = getenv("PMEM_NO_MOVNT");
-    const char *th = getenv("PMEM_MOVNT_THRESHOLD");
-    char *end = NULL;
-    long v = th ? strtol(th, &end, 10) : -1;
-    t = (no && atoi(no)) ? SIZE_MAX : (th && end != th && *end == 0 && v >= 0) ? (size_t)v : 256;
-    known = 1;
-  }
-  return t;
-}
-
-/* A libpmem copy/set as libpmem makes it on x86-64:
- * - NOFLUSH: plain stores, no flush, no drain (whatever else is asked);
- * - non-temporal (NONTEMPORAL or WC asked, or no temporal flag and a length of at least the
- *   movnt threshold): ntstores for the whole 64 B lines, plain stores and a clwb for a partial
- *   line at either end (libpmem's aligned movnt loop and its small-copy head and tail);
- * - else plain stores and a clwb per line;
- * and a drain unless NODRAIN (pmem_memmove(3)). The source's loads (memcpy and memmove alike)
- * come first: a load carries no value, so recording them after the real copy is right even when
- * a memmove's ranges overlap, and a copy reads its source before its stores (as llvm.memmove). */
-static void pmem_effect_flags(void *dst, const void *src, size_t len, unsigned flags) {
+/* A copy/set as PMDK's x86-64 memmove_nodrain makes it, without the drain (pmem_memmove(3)):
+ * - NOFLUSH: plain stores, no flush (and the callers do not drain);
+ * - `eadr` (libpmem when it does not flush; libpmem2's byte-granularity maps): NONTEMPORAL
+ *   (not WC) as below without the flushes, then an sfence (its _empty variant's barrier);
+ *   anything else plain stores and no flush, whatever the length;
+ * - else non-temporal when NONTEMPORAL or WC is asked, or no temporal flag and at least the
+ *   movnt threshold: ntstores for the whole 64 B lines, plain stores and a flush (of the CPU's
+ *   kind) for a partial line at either end (libpmem's aligned movnt loop and its small-copy head
+ *   and tail), then an sfence when the flush is clflush (libpmem's drain has none then);
+ *   otherwise plain stores and a flush per line;
+ * - PMEM_NO_MOVNT=1: the generic copy, plain stores and `generic_flush` per line (libpmem's
+ *   flush: none when it does not flush; libpmem2 always the CPU's; 0 = none).
+ * Nothing when the length is 0 or a copy's source is its destination. The source's loads
+ * (memcpy and memmove alike) come first: a load carries no value, so recording them after the
+ * real copy is right even when a memmove's ranges overlap, and a copy reads its source before
+ * its stores (as llvm.memmove). */
+static void copy_effect(void *dst, const void *src, size_t len, unsigned flags, int eadr, unsigned generic_flush) {
+  struct pmdk_cfg c = pmdk_cfg();
+  if (!len || src == dst)
+    return;
   if (src)
     mem_access(K_LOAD, src, len, 0);
   if (flags & PMEM_F_MEM_NOFLUSH_) {
     mem_access(K_STORE, dst, len, 1);
-    return; /* NOFLUSH implies NODRAIN */
+    return;
   }
-  int asked_nt = (flags & (PMEM_F_MEM_NONTEMPORAL_ | PMEM_F_MEM_WC_)) != 0;
-  int asked_t = (flags & (PMEM_F_MEM_TEMPORAL_ | PMEM_F_MEM_WB_)) != 0;
-  int nt = asked_nt || (!asked_t && len >= movnt_threshold());
+  if (!c.movnt) {
+    mem_access(K_STORE, dst, len, 1);
+    if (generic_flush)
+      flush_lines(generic_flush, dst, len);
+    return;
+  }
+  unsigned flush = eadr ? 0 : c.flush;
+  int nt;
+  if (eadr)
+    nt = (flags & PMEM_F_MEM_NONTEMPORAL_) != 0;
+  else
+    nt = (flags & (PMEM_F_MEM_NONTEMPORAL_ | PMEM_F_MEM_WC_)) ||
+         (!(flags & (PMEM_F_MEM_TEMPORAL_ | PMEM_F_MEM_WB_)) && len >= c.threshold);
   uintptr_t a = (uintptr_t)dst, end = a + len;
   uintptr_t mid = (a + 63) & ~(uintptr_t)63, mid_end = end & ~(uintptr_t)63;
   if (!nt || mid >= mid_end) {
     mem_access(K_STORE, dst, len, 1);
-    flush_range(dst, len);
+    if (flush)
+      flush_lines(flush, dst, len);
   } else {
     if (mid > a) {
       mem_access(K_STORE, dst, mid - a, 1);
-      flush_range(dst, mid - a);
+      if (flush)
+        flush_lines(flush, dst, mid - a);
     }
     mem_access(K_NTSTORE, (void *)mid, mid_end - mid, 1);
     if (end > mid_end) {
       mem_access(K_STORE, (void *)mid_end, end - mid_end, 1);
-      flush_range((void *)mid_end, end - mid_end);
+      if (flush)
+        flush_lines(flush, (void *)mid_end, end - mid_end);
     }
   }
-  if (!(flags & PMEM_F_MEM_NODRAIN_))
-    fence_ev(K_SFENCE);
+  if (nt && (eadr || flush == K_CLFLUSH))
+    fence_ev(K_SFENCE); /* barrier_after_ntstores */
+}
+
+/* A libpmem copy/set: its memmove_nodrain (the _eadr one when it does not flush), then its drain
+ * unless NODRAIN or NOFLUSH. */
+static void pmem_effect_flags(void *dst, const void *src, size_t len, unsigned flags) {
+  struct pmdk_cfg c = pmdk_cfg();
+  copy_effect(dst, src, len, flags, c.noflush, c.noflush ? 0 : c.flush);
+  if (!(flags & (PMEM_F_MEM_NODRAIN_ | PMEM_F_MEM_NOFLUSH_)))
+    lp_drain();
 }
 static void pmem_effect(void *dst, const void *src, size_t len, int drain) {
   pmem_effect_flags(dst, src, len, drain ? 0 : PMEM_F_MEM_NODRAIN_);
@@ -1982,7 +2312,12 @@ PMDK_WRAPPER void *pmem_memset(void *d, int c, size_t n, unsigned flags) {
   return r;
 }
 
-/* libpmemobj: pools are registered from their file's size; persist calls as in libpmem. */
+
+/* libpmemobj: pools are registered from their file's size. Its persist calls are not wrapped:
+ * libpmemobj makes them through libpmem, whose wrappers above describe them as libpmem executes
+ * them: pmemobj_persist / flush / drain (and its memcpy, memset, transactions) on a pmem pool
+ * call pmem_persist / pmem_flush / pmem_drain / pmem_memcpy (so PMEM_NO_FLUSH and the rest
+ * apply), on a pool that is not pmem pmem_msync (whole pages) and no drain. */
 typedef struct pmemobjpool PMEMobjpool;
 static void register_pool(void *pop, const char *path) {
   struct stat st;
@@ -2005,37 +2340,21 @@ PMDK_WRAPPER PMEMobjpool *pmemobj_open(const char *path, const char *layout) {
   register_pool(p, path);
   return p;
 }
-PMDK_WRAPPER void pmemobj_persist(PMEMobjpool *pop, const void *addr, size_t len) {
-  PMEM_REAL(void, pmemobj_persist, PMEMobjpool *, const void *, size_t);
-  PMEM_WRAP_BEGIN
-  real_pmemobj_persist(pop, addr, len);
-  if (outer) {
-    flush_range(addr, len);
-    fence_ev(K_SFENCE);
-  }
-  PMEM_WRAP_END
-}
-PMDK_WRAPPER void pmemobj_flush(PMEMobjpool *pop, const void *addr, size_t len) {
-  PMEM_REAL(void, pmemobj_flush, PMEMobjpool *, const void *, size_t);
-  PMEM_WRAP_BEGIN
-  real_pmemobj_flush(pop, addr, len);
-  if (outer)
-    flush_range(addr, len);
-  PMEM_WRAP_END
-}
-PMDK_WRAPPER void pmemobj_drain(PMEMobjpool *pop) {
-  PMEM_REAL(void, pmemobj_drain, PMEMobjpool *);
-  PMEM_WRAP_BEGIN
-  real_pmemobj_drain(pop);
-  if (outer)
-    fence_ev(K_SFENCE);
-  PMEM_WRAP_END
-}
 
 /* libpmem2: a map made by pmem2_map_new is PM from its mmap on (as a pool above). The program
  * persists through function pointers it gets from the map (pmem2_get_persist_fn, ...); each
  * getter returns a wrapper that describes the call's effect and calls the map's own function,
- * found by the address it is given (maps of different granularity have different ones). */
+ * found by the address it is given (maps of different granularity have different ones). What a
+ * map's functions do depends on its store granularity (src/libpmem2/persist.c):
+ * - CACHE_LINE: the CPU's flush (pmdk_cfg; PMEM_NO_FLUSH is libpmem's, not read here) and an
+ *   sfence to drain;
+ * - BYTE (eADR, or PMEM2_FORCE_GRANULARITY=BYTE): no flush; persist and drain are an sfence,
+ *   copies are the _eadr ones;
+ * - PAGE (not DAX): persist and flush are an msync of the range's pages (msync_lines), copies
+ *   and sets are the cache-line ones followed by that msync unless NOFLUSH. The msync's own wait
+ *   is recorded as the sfence of persist and of a draining copy; flush and a NODRAIN copy record
+ *   none, and drain (a no-op there) an sfence, so that the trace is never stronger than the
+ *   program between them. */
 struct pmem2_map;
 struct pmem2_config;
 struct pmem2_source;
@@ -2044,12 +2363,14 @@ typedef void (*pm2_drain_t)(void);
 typedef void *(*pm2_copy_t)(void *, const void *, size_t, unsigned);
 typedef void *(*pm2_set_t)(void *, int, size_t, unsigned);
 #define MAX_PM2_MAPS 64
+enum { PM2_BYTE = 0, PM2_CACHE_LINE = 1, PM2_PAGE = 2 }; /* enum pmem2_granularity */
 struct pm2_fns {
   uint64_t base, size;
   pm2_persist_t persist, flush;
   pm2_drain_t drain;
   pm2_copy_t memcpy_, memmove_;
   pm2_set_t memset_;
+  int gran;
 };
 static struct pm2_fns g_pm2[MAX_PM2_MAPS];
 static int g_npm2;
@@ -2067,6 +2388,7 @@ PMDK_WRAPPER int pmem2_map_new(struct pmem2_map **map, const struct pmem2_config
 static struct pm2_fns *pm2_of_map(struct pmem2_map *map) {
   PMEM_REAL(void *, pmem2_map_get_address, struct pmem2_map *);
   PMEM_REAL(size_t, pmem2_map_get_size, struct pmem2_map *);
+  PMEM_REAL(int, pmem2_map_get_store_granularity, struct pmem2_map *);
   PMEM_REAL(pm2_persist_t, pmem2_get_persist_fn, struct pmem2_map *);
   PMEM_REAL(pm2_persist_t, pmem2_get_flush_fn, struct pmem2_map *);
   PMEM_REAL(pm2_drain_t, pmem2_get_drain_fn, struct pmem2_map *);
@@ -2074,6 +2396,7 @@ static struct pm2_fns *pm2_of_map(struct pmem2_map *map) {
   PMEM_REAL(pm2_copy_t, pmem2_get_memmove_fn, struct pmem2_map *);
   PMEM_REAL(pm2_set_t, pmem2_get_memset_fn, struct pmem2_map *);
   uint64_t base = (uint64_t)real_pmem2_map_get_address(map), size = real_pmem2_map_get_size(map);
+  int gran = real_pmem2_map_get_store_granularity(map);
   spin_lock(&g_pm2_lock);
   struct pm2_fns *f = NULL;
   for (int i = 0; i < g_npm2; i++)
@@ -2093,7 +2416,8 @@ static struct pm2_fns *pm2_of_map(struct pmem2_map *map) {
                         real_pmem2_get_drain_fn(map),
                         real_pmem2_get_memcpy_fn(map),
                         real_pmem2_get_memmove_fn(map),
-                        real_pmem2_get_memset_fn(map)};
+                        real_pmem2_get_memset_fn(map),
+                        gran};
   spin_unlock(&g_pm2_lock);
   return f;
 }
@@ -2109,20 +2433,29 @@ static struct pm2_fns pm2_at(const void *addr) {
   return f;
 }
 
+/* A map's flush (persist's too, without its sfence). */
+static void pm2_flush_effect(int gran, const void *p, size_t n) {
+  if (gran == PM2_PAGE)
+    msync_lines(p, n, 1);
+  else if (gran == PM2_CACHE_LINE)
+    flush_lines(pmdk_cfg().flush, p, n);
+}
 static void pm2_persist(const void *p, size_t n) {
   PMEM_WRAP_BEGIN
-  pm2_at(p).persist(p, n);
+  struct pm2_fns f = pm2_at(p);
+  f.persist(p, n);
   if (outer) {
-    flush_range(p, n);
+    pm2_flush_effect(f.gran, p, n);
     fence_ev(K_SFENCE);
   }
   PMEM_WRAP_END
 }
 static void pm2_flush(const void *p, size_t n) {
   PMEM_WRAP_BEGIN
-  pm2_at(p).flush(p, n);
+  struct pm2_fns f = pm2_at(p);
+  f.flush(p, n);
   if (outer)
-    flush_range(p, n);
+    pm2_flush_effect(f.gran, p, n);
   PMEM_WRAP_END
 }
 static void pm2_drain(void) {
@@ -2132,27 +2465,39 @@ static void pm2_drain(void) {
     fence_ev(K_SFENCE);
   PMEM_WRAP_END
 }
+/* A map's copy or set: see above. */
+static void pm2_effect(int gran, void *d, const void *s, size_t n, unsigned flags) {
+  struct pmdk_cfg c = pmdk_cfg();
+  copy_effect(d, s, n, flags, gran == PM2_BYTE, c.flush);
+  if (gran == PM2_PAGE && !(flags & PMEM_F_MEM_NOFLUSH_) && n && s != d)
+    msync_lines(d, n, 0);
+  if (!(flags & (PMEM_F_MEM_NODRAIN_ | PMEM_F_MEM_NOFLUSH_)))
+    fence_ev(K_SFENCE);
+}
 static void *pm2_memcpy(void *d, const void *s, size_t n, unsigned flags) {
   PMEM_WRAP_BEGIN
-  void *r = pm2_at(d).memcpy_(d, s, n, flags);
+  struct pm2_fns f = pm2_at(d);
+  void *r = f.memcpy_(d, s, n, flags);
   if (outer)
-    pmem_effect_flags(d, s, n, flags);
+    pm2_effect(f.gran, d, s, n, flags);
   PMEM_WRAP_END
   return r;
 }
 static void *pm2_memmove(void *d, const void *s, size_t n, unsigned flags) {
   PMEM_WRAP_BEGIN
-  void *r = pm2_at(d).memmove_(d, s, n, flags);
+  struct pm2_fns f = pm2_at(d);
+  void *r = f.memmove_(d, s, n, flags);
   if (outer)
-    pmem_effect_flags(d, s, n, flags);
+    pm2_effect(f.gran, d, s, n, flags);
   PMEM_WRAP_END
   return r;
 }
 static void *pm2_memset(void *d, int c, size_t n, unsigned flags) {
   PMEM_WRAP_BEGIN
-  void *r = pm2_at(d).memset_(d, c, n, flags);
+  struct pm2_fns f = pm2_at(d);
+  void *r = f.memset_(d, c, n, flags);
   if (outer)
-    pmem_effect_flags(d, NULL, n, flags);
+    pm2_effect(f.gran, d, NULL, n, flags);
   PMEM_WRAP_END
   return r;
 }
