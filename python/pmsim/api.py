@@ -300,12 +300,18 @@ def config_params() -> list[tuple[str, str, str]]:
 
 
 def trace_convert(
-    src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "binary", compress: bool = True
+    src: str | os.PathLike, dst: str | os.PathLike, *, to: str | None = None, compress: bool = True
 ) -> None:
-    """Converts a trace between the text and binary formats, losslessly (metadata included)."""
-    if not isinstance(to, str) or to not in ("binary", "text"):
-        raise _core.PmsimError(f"to must be 'binary' or 'text', got {to!r}")
+    """Converts a trace between the text and binary formats, losslessly (metadata included).
+
+    ``to`` is ``'text'`` or ``'binary'``; by default (None) ``dst``'s extension chooses, as for
+    ``pmsim trace convert`` and :func:`trace_generate`: text for ``.trace`` and ``.txt`` (any
+    case), binary otherwise (:func:`trace_format`)."""
+    if to is not None and (not isinstance(to, str) or to not in ("binary", "text")):
+        raise _core.PmsimError(f"to must be 'binary' or 'text' (or None: by dst's extension), got {to!r}")
     src, dst = required_path("src", src), required_path("dst", dst)
+    if to is None:
+        to = trace_format(dst)
     compress = bool_arg("compress", compress)
     _core.trace_convert(src, dst, to == "binary", compress)
     # The metadata (how the trace was made, and an `incomplete` mark) goes along: a converted

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import math
 import os
@@ -14,12 +15,19 @@ import time
 from pathlib import Path
 
 from pmsim import PmsimError, api
-from pmsim.output import check_writable, write_atomic
+from pmsim.output import check_not_input, check_writable, is_stdout, write_atomic
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse with the one-line error convention of every other pmsim error: the message, then
-    the help of the (sub)command it concerns."""
+    the help of the (sub)command it concerns. Every option of one value is given once
+    (:class:`_Once` is the default action); the repeatable ones say ``action="append"``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Subcommands' parsers are of this class too (argparse's parser_class), analyze's included.
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"pmsim: error: {message} (see '{self.prog} --help')\n")
@@ -35,15 +43,18 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Once(argparse.Action):
-    """An option that takes one value: given twice, the first would silently not apply."""
+    """An option that takes one value: given twice, the first would silently not apply, so the
+    second is a usage error (the option's default, if any, does not count as given)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        before = getattr(namespace, self.dest, None)
-        if before is not None:
-            parser.error(
-                f"{option_string} is given twice ({option_string} {before} and {option_string} {values}): "
-                "give it once"
-            )
+        if option_string is not None:
+            given = namespace.__dict__.setdefault("_given", {})
+            if self.dest in given:
+                parser.error(
+                    f"{option_string} is given twice ({given[self.dest]} and {option_string} {values}): "
+                    "give it once"
+                )
+            given[self.dest] = f"{option_string} {values}"
         setattr(namespace, self.dest, values)
 
 
@@ -117,6 +128,13 @@ def _nonempty(text: str) -> str:
 _nonempty.__name__ = "path"
 
 
+def _say(text: str, data_on_stdout: bool) -> None:
+    """A message for the user (a status line, a summary, a table to read): on stdout, unless the
+    command writes its data there (``-o /dev/stdout``), where it would corrupt the data (a trace
+    or table piped on): then on stderr."""
+    print(text, file=sys.stderr if data_on_stdout else sys.stdout)
+
+
 def _core_inputs(a: argparse.Namespace, params: dict[str, str]) -> dict:
     """The input and machine arguments of a core call from the shared options (--trace or
     --workload with -p, --config, --set), the trace first checked complete."""
@@ -144,6 +162,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     if a.output:
         check_writable(a.output)
+        check_not_input(a.output, "-o", [("--trace", a.trace), ("--config", a.config)])
+    to_stdout = bool(a.output) and is_stdout(a.output)
     inputs = _core_inputs(a, params)
     # The bar shows on a terminal only (None), never with -q.
     with api.run_bar(True if a.quiet else None) as bar:
@@ -152,9 +172,10 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.output:
         write_atomic(a.output, out + "\n")
     if a.json:
-        print(out)
+        if not to_stdout:  # else the JSON is on stdout already, once
+            print(out)
     else:
-        print(summary(stats))
+        _say(summary(stats), to_stdout)
     return 0
 
 
@@ -184,15 +205,17 @@ def summary(s: dict) -> str:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from pmsim.sweep import jobs_for, run_jobs, table_format
+    from pmsim.sweep import check_table_path, jobs_for, run_jobs
 
-    if a.output:
-        table_format(a.output)
-        check_writable(a.output)
     seen: dict[str, str] = {}
     params = _kv(a.param, "parameter", seen)
     params.update(_kv(a.set, "--set", seen))
     designs = _name_list(a.designs, "--designs") if a.designs is not None else [d for d, _ in api.designs()]
+    if a.output:
+        # The path is checked before the first run, not refused after all of them.
+        check_table_path(a.output)
+        check_not_input(a.output, "-o", [("--trace", a.trace), ("--config", a.config)])
+    to_stdout = bool(a.output) and is_stdout(a.output)
     if a.trace:
         df = _compare_trace(a, designs)
     else:
@@ -217,7 +240,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
         ]
         if c in df
     ]
-    print(df[cols].to_string(index=False))
+    _say(df[cols].to_string(index=False), to_stdout)
     if a.output:
         from pmsim.sweep import write_table
 
@@ -286,12 +309,8 @@ def _grid_values(texts: list[str]) -> list[int | float | str]:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from pmsim.sweep import jobs_for, run_jobs, table_format
+    from pmsim.sweep import check_table_path, jobs_for, run_jobs
 
-    if a.output:
-        # The path is checked before the first run, not refused after the whole sweep.
-        table_format(a.output)
-        check_writable(a.output)
     seen: dict[str, str] = {}
     fixed = _kv(a.param, "parameter", seen)
     fixed.update(_kv(a.set, "--set", seen))
@@ -299,6 +318,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     grid = {k: _grid_values(v.split(",")) for k, v in _kv(a.grid, "--grid", seen).items()}
     designs, workloads = _name_list(a.designs, "--designs"), _name_list(a.workloads, "--workloads")
     jobs = jobs_for(designs, workloads, grid, config=a.config, **fixed)
+    if a.output:
+        # The path is checked before the first run, not refused after the whole sweep.
+        check_table_path(a.output)
+        check_not_input(a.output, "-o", [("--config", a.config)])
     scheduler = None
     cluster = None
     if a.scheduler:
@@ -313,8 +336,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if a.output:
         from pmsim.sweep import write_table
 
+        to_stdout = is_stdout(a.output)
         write_table(df, a.output)
-        print(f"wrote {len(df)} rows to {a.output}")
+        _say(f"wrote {len(df)} rows to {a.output}", to_stdout)
     else:
         print(df.to_string(index=False))
     return 0
@@ -338,9 +362,12 @@ def _make_cluster(kind: str, n: int):
 
 def cmd_trace(a: argparse.Namespace) -> int:
     if a.trace_cmd == "convert":
+        # (In place, `trace convert X X`, is allowed: it normalises X. The core writes a regular
+        # file atomically, a temporary file renamed onto it, so it reads the old X throughout.)
         to = a.to or api.trace_format(a.dst)
+        to_stdout = is_stdout(a.dst)
         api.trace_convert(a.src, a.dst, to=to, compress=not a.no_compress)
-        print(f"wrote {a.dst} ({to})")
+        _say(f"wrote {a.dst} ({to})", to_stdout)
     elif a.trace_cmd == "stats":
         params = _kv(a.param, "parameter")
         if a.file and (a.workload or params):
@@ -381,8 +408,9 @@ def cmd_trace(a: argparse.Namespace) -> int:
             argv = argv[1:]
         return tracer.record(a.pm, a.volatile, a.output, argv, compute=a.compute)
     elif a.trace_cmd == "gen":
+        to_stdout = is_stdout(a.output)
         n = api.trace_generate(a.workload, a.output, compress=not a.no_compress, **_kv(a.param, "parameter"))
-        print(f"wrote {a.output}: {n} events")
+        _say(f"wrote {a.output}: {n} events", to_stdout)
     elif a.trace_cmd == "lint":
         return _trace_lint(a)
     return 0
@@ -679,6 +707,9 @@ def _designs_help() -> str:
         return "see 'pmsim designs'"
 
 
+# -j's default (sweep.default_workers): the CPUs pmsim may run on, not the host's.
+_JOBS_DEFAULT = "(default: one per CPU this process may run on: its affinity, e.g. taskset or a Slurm cpuset)"
+
 EXIT_CODES = """exit status: 0 ok; 1 a finding (a crash-check violation); 2 bad input or usage;
 3 internal error (a bug in pmsim: one line and a hint to report it; --debug shows the traceback)"""
 
@@ -786,7 +817,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--designs", metavar="A,B,...", help=f"comma-separated designs (default: all: {_designs_help()})"
     )
-    c.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
+    c.add_argument(
+        "-j",
+        "--jobs",
+        type=_int_at_least(1),
+        help=f"parallel runs {_JOBS_DEFAULT}",
+    )
     c.add_argument(
         "-o",
         "--output",
@@ -823,7 +859,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="TOML machine configuration every run starts from (--set applies on top); give it once",
     )
-    s.add_argument("-j", "--jobs", type=_int_at_least(1), help="local parallel runs (default: one per core)")
+    s.add_argument(
+        "-j",
+        "--jobs",
+        type=_int_at_least(1),
+        help=f"local parallel runs {_JOBS_DEFAULT}",
+    )
     s.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address (tcp://host:8786)")
     s.add_argument(
         "--cluster",
@@ -1008,7 +1049,12 @@ def parser() -> argparse.ArgumentParser:
     pf.add_argument("--threads", type=_int_at_least(1, 64), default=4, help="threads per workload")
     pf.add_argument("--ops", type=_int_at_least(1), default=1000, help="operations per thread")
     pf.add_argument("--out", type=_nonempty, metavar="DIR", help="write persist_profile.csv and a plot here")
-    pf.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
+    pf.add_argument(
+        "-j",
+        "--jobs",
+        type=_int_at_least(1),
+        help=f"parallel runs {_JOBS_DEFAULT}",
+    )
     pf.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     pf.set_defaults(fn=cmd_profile)
 
@@ -1051,7 +1097,12 @@ def parser() -> argparse.ArgumentParser:
         help="asap only: run the whole evaluation under this TOML machine configuration "
         "(e.g. configs/asap-artifact.toml)",
     )
-    rp.add_argument("-j", "--jobs", type=_int_at_least(1), help="parallel runs (default: one per core)")
+    rp.add_argument(
+        "-j",
+        "--jobs",
+        type=_int_at_least(1),
+        help=f"parallel runs {_JOBS_DEFAULT}",
+    )
     rp.add_argument(
         "--no-cache", action="store_true", help="rerun every run instead of reusing cached results"
     )
@@ -1072,9 +1123,39 @@ REPORT_HINT = (
 )
 
 
+def _ignore_further_interrupts() -> None:
+    """After a Ctrl-C the program only exits: another Ctrl-C (the impatient second one) must
+    not turn exit 130 into a traceback or a death by SIGINT while Python tears down, which with
+    pandas loaded takes about half a second."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# How the core words a write into a pipe whose reader has gone (Rust's io::Error for EPIPE).
+_EPIPE_TEXT = f"{os.strerror(errno.EPIPE)} (os error {errno.EPIPE})"
+
+
+def _is_broken_pipe(e: PmsimError) -> bool:
+    """A core error that is a write into a closed pipe (``pmsim trace convert X /dev/stdout |
+    head``); the core names the file it was converting, so it read as bad input."""
+    return str(e).rstrip().endswith(_EPIPE_TEXT)
+
+
+def _broken_pipe() -> int:
+    """`pmsim ... | head`: the reader is done; stop quietly, as Unix tools do (exit 0, no
+    message), and keep the final flush of stdout quiet too."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs one command. Exit status: 0 ok, 1 a finding (a crash-check violation), 2 bad input
     or usage, 3 internal error (one line and a hint to report it; --debug shows the traceback)."""
+    as_program = argv is None  # the `pmsim` command, not a caller in this process
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["trace"] and argv[1:2] in (["cc"], ["c++"]):
         # Compiler wrappers take gcc-style flags verbatim (not argparse's).
@@ -1089,20 +1170,28 @@ def main(argv: list[str] | None = None) -> int:
         # The core's panic hook then prints where a panic happened (and, under RUST_BACKTRACE,
         # its backtrace); without it an internal error is the one line below.
         os.environ["PMSIM_DEBUG"] = "1"
+    from pmsim.sweep import Terminated
+
     try:
         return args.fn(args)
     except PmsimError as e:
+        if _is_broken_pipe(e):
+            return _broken_pipe()
         if args.debug:
             raise
         return _fail(str(e))
-    except BrokenPipeError:  # `pmsim ... | head`: stop quietly (and keep the final flush quiet too)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    except BrokenPipeError:
+        return _broken_pipe()
+    except Terminated as e:  # `kill PID` of a parallel sweep: its workers are stopped
+        print(f"pmsim: {e.what}", file=sys.stderr)
+        return e.code
     except OSError as e:  # files we write ourselves (-o, --out), Dask connections
         where = f"{e.filename}: " if e.filename else ""
         return _fail(f"{where}{e.strerror or e}")
     except KeyboardInterrupt:
         print("pmsim: interrupted", file=sys.stderr)
+        if as_program:
+            _ignore_further_interrupts()
         return 130
     except BaseException as e:  # noqa: BLE001 - includes Rust panics (pyo3 PanicException)
         if isinstance(e, SystemExit) or args.debug:

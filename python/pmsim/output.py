@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -77,12 +78,51 @@ def check_writable(path: str | Path) -> None:
         raise PmsimError(f"{path}: cannot write: the folder {anc} is not writable")
 
 
+def _same_regular_file(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` name one regular file (through symlinks and hard links)."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(sa.st_mode) and (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def check_not_input(path: str | Path, option: str, inputs: Iterable[tuple[str, str | Path | None]]) -> None:
+    """Refuses an output path that is one of the command's input files (``run --trace X -o X``
+    would replace a trace, perhaps one recorded from a program and not to be had again, with
+    its stats). ``inputs`` are (option, path) pairs; a path None is not given. Devices and FIFOs
+    (``/dev/stdin``, ``/dev/stdout``) are not files to lose: only regular files count."""
+    for flag, given in inputs:
+        if given is not None and _same_regular_file(path, given):
+            raise PmsimError(
+                f"{option} {path} is the input {flag} {given}: writing it would destroy the input "
+                "(give another output path)"
+            )
+
+
+def is_stdout(path: str | Path) -> bool:
+    """Whether writing ``path`` writes this process' standard output (``/dev/stdout``,
+    ``/dev/fd/1``, or the file or pipe stdout goes to): human messages then go to stderr, so
+    that they do not end up in the data. Checked before writing (a regular file is replaced)."""
+    try:
+        so = os.fstat(1)
+        st = os.stat(path)
+        null = os.stat(os.devnull)
+    except (OSError, ValueError):
+        return False
+    same = (st.st_dev, st.st_ino) == (so.st_dev, so.st_ino)
+    # `-o /dev/null >/dev/null`: both discarded, the messages stay where they were asked to go.
+    return same and (st.st_dev, st.st_ino) != (null.st_dev, null.st_ino)
+
+
 def write_bytes(path: str | Path, data: bytes) -> None:
     target, atomic = resolve(path)
     if not atomic:
         try:
             with open(target, "wb") as f:
                 f.write(data)
+        except BrokenPipeError:
+            raise  # the reader of a pipe (`pmsim ... -o /dev/stdout | head`) is done: not an error
         except OSError as e:
             raise PmsimError(f"{path}: cannot write: {e.strerror or e}") from None
         return

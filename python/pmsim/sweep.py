@@ -1,6 +1,6 @@
 """Parameter sweeps: many independent runs, in parallel, as one DataFrame.
 
-Runs go to a local process pool by default (one process per core). Given a Dask scheduler
+Runs go to a local process pool by default (one process per CPU this process may use). Given a Dask scheduler
 address or a ``distributed.Client``, they go to that cluster instead — Dask distributed reaches
 Slurm and PBS through dask-jobqueue (``pmsim sweep --cluster slurm``). pmsim has no scheduler of
 its own. Results do not depend on where or in what order runs execute: each run is deterministic
@@ -9,9 +9,15 @@ and rows come back sorted by their position in the sweep.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import itertools
 import os
-from collections.abc import Iterable, Sequence
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
@@ -54,6 +60,19 @@ def _one(job: dict) -> dict:
 
 
 STAT_PREFIX = "stats."
+
+
+def default_workers() -> int:
+    """The local pool's default size: one worker per CPU this process may run on. That is its
+    CPU affinity (``taskset``, a Slurm or cgroup cpuset), not the host's count: a job given 4
+    cores of a 128-core node starts 4 workers, not 128."""
+    count = getattr(os, "process_cpu_count", None)  # Python 3.13: the affinity's
+    if count is not None:
+        return count() or 1
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity on this platform (macOS, Windows)
+        return os.cpu_count() or 1
 
 
 def job_row(job: dict, flat: dict) -> dict:
@@ -184,7 +203,13 @@ def run_jobs(
 
     Each run's result is cached (:mod:`pmsim.cache`); ``cache=False`` reruns every job. The
     first failing run stops the sweep and its error (a :class:`pmsim.PmsimError`) is raised;
-    runs not yet started are cancelled.
+    an interrupt (Ctrl-C: KeyboardInterrupt) stops it too, within about a second. Either way runs
+    not yet started are cancelled and the local worker processes terminated: the runs they had
+    in progress are lost (a cache entry is written whole or not at all), the finished ones stay
+    cached, so the sweep restarted picks up where it stopped. SIGTERM or SIGHUP (``kill PID``)
+    stops a local pool the same way, then raises :class:`Terminated` (a SystemExit, status
+    143 or 129); workers die with the process that started them, even one killed outright.
+    ``workers`` defaults to :func:`default_workers`.
     """
     from pmsim.api import int_arg
 
@@ -211,24 +236,196 @@ def run_jobs(
             finally:
                 if owned:
                     client.close()
-        elif (workers or os.cpu_count() or 1) <= 1 or len(jobs) <= 1:
+        elif (workers or default_workers()) <= 1 or len(jobs) <= 1:
             for i, j in enumerate(jobs):
                 rows[i] = _one(j)
                 bar.update(1)
         else:
-            ex = ProcessPoolExecutor(max_workers=min(workers or os.cpu_count() or 1, len(jobs)))
-            try:
-                futs = {ex.submit(_one, j): i for i, j in enumerate(jobs)}
-                for f in as_completed(futs):
-                    rows[futs[f]] = f.result()
-                    bar.update(1)
-            except BaseException:
-                ex.shutdown(wait=False, cancel_futures=True)
-                raise
+            ex = None
+            with _stop_signals_raise():
+                try:
+                    with _signals_held():
+                        # Workers are started by the first submit; they inherit the signals held.
+                        ex = ProcessPoolExecutor(
+                            max_workers=min(workers or default_workers(), len(jobs)),
+                            initializer=_worker_init,
+                            initargs=(os.getpid(),),
+                        )
+                        futs = {ex.submit(_one, j): i for i, j in enumerate(jobs)}
+                    for f in as_completed(futs):
+                        rows[futs[f]] = f.result()
+                        bar.update(1)
+                except BaseException:
+                    if ex is not None:
+                        _stop_pool(ex)
+                    raise
             ex.shutdown()
     finally:
         bar.close()
     return pd.DataFrame(rows)
+
+
+class Terminated(SystemExit):
+    """A parallel sweep stopped by SIGTERM (``kill PID``, a parent's ``terminate()``, a batch
+    system's cancel) or SIGHUP, after its workers were stopped. A SystemExit with status
+    128 + the signal's number (143 for SIGTERM), as the shell reports a process that signal
+    ended: uncaught, a script using the API exits with it quietly; ``pmsim`` says ``what``."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
+        self.what = (
+            "terminated" if signum == signal.SIGTERM else f"terminated ({signal.Signals(signum).name})"
+        )
+
+
+# Signals that end a sweep from outside; Ctrl-C (SIGINT) is KeyboardInterrupt's.
+_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+_HELD_SIGNALS = {signal.SIGINT, *_STOP_SIGNALS}
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _stop_signals_raise() -> Iterator[None]:
+    """While a local pool runs, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread,
+    so that the sweep stops its workers (:func:`_stop_pool`) as on Ctrl-C. By default they end
+    the process at once, and its workers, which do not get them (``kill PID`` signals one
+    process), were left behind, blocked on the pool's queue forever. Only a signal at its default
+    is taken over: one a caller ignores (nohup) or handles itself stays so."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {}
+    for s in _STOP_SIGNALS:
+        if signal.getsignal(s) == signal.SIG_DFL:
+            old[s] = signal.signal(s, _raise_terminated)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+def _worker_init(parent: int | None = None) -> None:
+    """A pool worker leaves Ctrl-C to the sweep. The terminal sends SIGINT to the whole process
+    group; a worker that took it would report it as its run's error and go on to its next job.
+    The sweep stops its workers itself (:func:`_stop_pool`). Workers start with the signals
+    held (:func:`_signals_held`): SIGINT ignored now (a Ctrl-C that came meanwhile is dropped),
+    SIGTERM and SIGHUP back at their default (a handler of the sweep's, inherited through fork,
+    would keep ``terminate()`` from ending the worker). A worker also dies with the sweep's
+    process (``parent``), even one killed outright (:func:`_die_with_parent`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for s in _STOP_SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
+    if parent is not None:
+        _die_with_parent(parent)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ends this worker when the sweep's process ``parent`` ends, however it ends (SIGKILL, a
+    crash): else the worker, holding the pool's queue open, waits on it forever. On Linux the
+    kernel sends SIGKILL when the process that forked the worker ends (``PR_SET_PDEATHSIG``);
+    elsewhere a thread checks every second that ``parent`` is still there."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                # The parent may have gone before the prctl: then nothing would be sent.
+                if not _alive(parent):
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_watch_parent, args=(parent,), name="pmsim-parent-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists (EPERM: not ours to signal)
+        return True
+    return True
+
+
+def _watch_parent(parent: int) -> None:
+    ppid = os.getppid()
+    while True:
+        if os.getppid() != ppid or not _alive(parent):
+            os._exit(1)
+        time.sleep(1.0)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP held back (not lost: they arrive at the end) while the pool
+    forks its workers, so none gets one before :func:`_worker_init` has set what it does with
+    them (a Ctrl-C would kill it with a traceback; a SIGTERM, through the sweep's inherited
+    handler, would not kill it)."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ctrl-C (and a second SIGTERM or SIGHUP that the sweep handles: :func:`_stop_signals_raise`)
+    ignored for a short, bounded cleanup (the main thread's handlers only; elsewhere, as in a
+    thread of a notebook, nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN)}
+    for s in _STOP_SIGNALS:
+        if signal.getsignal(s) is _raise_terminated:
+            old[s] = signal.signal(s, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+def _stop_pool(ex: ProcessPoolExecutor, grace_s: float = 5.0) -> None:
+    """Stops a local pool now, after an interrupt or a failed run: jobs not started are cancelled
+    and the worker processes terminated (killed if they outlive ``grace_s``), the runs they had in
+    progress lost. ``shutdown(cancel_futures=True)`` alone cancels only the jobs not yet handed to
+    a worker: the workers went on running theirs (minutes at full scale), and interpreter exit
+    joined the pool, where a second Ctrl-C printed a traceback and hung. A second Ctrl-C during
+    this cleanup is ignored; the cleanup takes well under a second."""
+    with _sigint_ignored():
+        # (shutdown drops the pool's references to its processes and thread: taken first.)
+        procs = list((getattr(ex, "_processes", None) or {}).values())
+        manager = getattr(ex, "_executor_manager_thread", None)
+        ex.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            with contextlib.suppress(OSError, ValueError):
+                p.terminate()
+        deadline = time.monotonic() + grace_s
+        for p in procs:
+            with contextlib.suppress(OSError, ValueError, AssertionError):
+                p.join(max(0.0, deadline - time.monotonic()))
+                if p.is_alive():
+                    p.kill()
+                    p.join(1.0)
+        # The pool's manager thread sees its workers gone and ends; joined here, with a bound,
+        # rather than by interpreter exit, without one.
+        if manager is not None and manager is not threading.current_thread():
+            manager.join(max(1.0, deadline - time.monotonic()))
 
 
 TABLE_FORMATS = {".csv": "CSV", ".parquet": "Parquet", ".json": "JSON"}
@@ -252,6 +449,45 @@ def table_format(path: str) -> str:
         return ".csv"
     known = ", ".join(TABLE_FORMATS)
     raise PmsimError(f"output {path}: unknown table format '{suffix}' (use {known}, or no suffix for CSV)")
+
+
+def check_table_path(path: str) -> None:
+    """Refuses, before the first run, an output path :func:`write_table` would refuse only after
+    the last: a bad suffix (:func:`table_format`), what :func:`pmsim.output.check_writable` sees,
+    and what only trying shows (``/proc/x.csv``, a read-only mount, a folder root may not write
+    either): the path's missing folders are created, as ``reproduce --out`` creates its folder,
+    and a file is created in its folder and removed. A device or FIFO (``/dev/stdout``), written
+    through, is not tried."""
+    import tempfile
+    from pathlib import Path
+
+    from pmsim import PmsimError
+    from pmsim.output import check_writable
+
+    table_format(path)
+    check_writable(path)
+    p = Path(path)
+    if p.exists():
+        real = p.resolve()
+        if not real.is_file():
+            return
+        folder = real.parent
+    else:
+        folder = p.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PmsimError(
+            f"{path}: cannot write: cannot create its folder {folder}: {e.strerror or e}"
+        ) from None
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{p.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise PmsimError(
+            f"{path}: cannot write: cannot create a file in {folder}: {e.strerror or e}"
+        ) from None
 
 
 def write_table(df: pd.DataFrame, path: str) -> None:

@@ -403,6 +403,9 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
         raise PmsimError(f"trace record: program '{prog}' not found")
     if not os.access(exe, os.X_OK):
         raise PmsimError(f"trace record: program '{prog}' is not executable")
+    from pmsim.output import check_not_input
+
+    check_not_input(output, "-o", [("program", exe)])
     text = Path(output).suffix.lower() in (".trace", ".txt")
     out, into = _output(output)
     # Beside the output (os.replace within one file system), or in a directory of their own when
@@ -542,6 +545,8 @@ def _write_into(src: Path, out: Path, output: str) -> None:
     try:
         with open(src, "rb") as f, open(out, "wb") as g:
             shutil.copyfileobj(f, g, 1 << 20)
+    except BrokenPipeError:
+        raise  # `-o /dev/stdout | head`: the reader is done, pmsim stops quietly (cli.main)
     except OSError as e:
         raise PmsimError(f"-o {output}: cannot write the trace: {e.strerror or e}") from e
 

@@ -27,6 +27,9 @@ struct Thread {
     ordered: Frontier,
     /// Persists preceding the events since the last barrier (epoch/strand).
     epoch: Frontier,
+    /// A flush or a non-temporal PM store since the thread's last x86 fence point (`sfence`,
+    /// `mfence`, `rmw`, `release`): a locked instruction now orders, as the designs map it.
+    flushed: bool,
 }
 
 /// Raw results of one model's pass.
@@ -114,7 +117,22 @@ impl Analyzer {
         self.counts.events += 1;
         match ev.kind {
             Kind::Load | Kind::Acquire => self.load(t, ev),
-            Kind::Store | Kind::NtStore | Kind::Release | Kind::Rmw => self.store(t, ev),
+            Kind::Store => self.store(t, ev),
+            Kind::NtStore => {
+                if pmsim_trace::is_pm(&self.pm, ev.addr) {
+                    self.thread(t).flushed = true;
+                }
+                self.store(t, ev);
+            }
+            // In a legacy x86 trace a locked instruction after the thread's flushes persists
+            // them first (x86 orders them there; HOPS, ASAP, delegated and BROI take it as a
+            // dfence before it: docs/design.md §3), so it is a persist barrier before its store.
+            Kind::Release | Kind::Rmw => {
+                if std::mem::take(&mut self.thread(t).flushed) && self.x86_fences {
+                    self.barrier(t);
+                }
+                self.store(t, ev);
+            }
             Kind::Ofence | Kind::Dfence => self.barrier(t),
             // A remote persistent write is one barrier region (DESIGN §3): its persists, then a
             // barrier before the thread's next region.
@@ -134,11 +152,21 @@ impl Analyzer {
             // normalised rate divides by.
             Kind::End => self.counts.ops += 1,
             Kind::Sfence | Kind::Mfence => {
+                self.thread(t).flushed = false;
                 if self.x86_fences {
                     self.barrier(t);
                 }
             }
-            Kind::Begin | Kind::Compute | Kind::Clwb | Kind::ClflushOpt | Kind::Clflush | Kind::RdmaWait => {}
+            Kind::Clwb | Kind::ClflushOpt => self.thread(t).flushed = true,
+            // x86 orders a clflush with the thread's later stores (the designs take it as an
+            // ofence): a persist barrier after it.
+            Kind::Clflush => {
+                self.thread(t).flushed = true;
+                if self.x86_fences {
+                    self.barrier(t);
+                }
+            }
+            Kind::Begin | Kind::Compute | Kind::RdmaWait => {}
         }
     }
 

@@ -9,12 +9,13 @@ use pmsim_trace::{for_each_in_global_order, Dialect, DialectScan, Event, GlobalO
 /// One pass's analyzers, over a trace whose dialect is known only at its end.
 ///
 /// In a legacy x86 trace (flushes and x86 fences, no `ofence`/`dfence`/`strand`: docs/design.md
-/// §3) an `sfence` or `mfence` is the program's only persist ordering, so it is a persist barrier,
-/// as HOPS and ASAP map it; in any other trace it orders nothing. A streamed file's dialect is
-/// known only at its end, so from the first x86 fence, while no design-neutral event has been
-/// seen, a copy of the analyzers (identical so far: no fence has acted yet) reads on with the
-/// fences as barriers; the first design-neutral event drops it. A design-neutral trace pays
-/// nothing; an x86 trace pays a second analysis.
+/// §3) an `sfence` or `mfence`, a `clflush` (x86 orders it with later stores), and a locked
+/// instruction (`rmw`, `release`) after the thread's flushes, are the program's only persist
+/// ordering, so they are persist barriers, as HOPS, ASAP, `delegated` and `broi` map them; in any other trace they order nothing. A streamed file's
+/// dialect is known only at its end, so from the first x86 fence, clflush or locked instruction, while
+/// no design-neutral event has been seen, a copy of the analyzers (identical so far: no fence has
+/// acted yet) reads on with them as barriers; the first design-neutral event drops it. A
+/// design-neutral trace pays nothing; an x86 trace pays a second analysis.
 struct Pass {
     plain: Vec<Analyzer>,
     x86: Option<Vec<Analyzer>>,
@@ -31,7 +32,9 @@ impl Pass {
     fn step(&mut self, t: usize, ev: &Event) {
         self.scan.see(ev.kind);
         match ev.kind {
-            Kind::Sfence | Kind::Mfence if self.x86.is_none() && self.scan.dialect() == Dialect::X86 => {
+            Kind::Sfence | Kind::Mfence | Kind::Rmw | Kind::Release | Kind::Clflush
+                if self.x86.is_none() && !self.scan.has_neutral() =>
+            {
                 self.x86 = Some(self.plain.iter().map(Analyzer::with_x86_fences).collect());
             }
             Kind::Ofence | Kind::Dfence | Kind::Strand => self.x86 = None,
@@ -60,6 +63,9 @@ impl Pass {
 pub fn analyze_trace(trace: &Trace, models: &[Model], cfg: &Config) -> Result<Vec<(Model, Counts)>, AnalysisError> {
     cfg.validate()?;
     let mut pass = Pass::new(models, cfg, &trace.pm, trace.num_threads());
+    if trace.recorded {
+        pass.scan.recorded_program();
+    }
     for_each_in_global_order(trace, |t, ev| pass.step(t, ev));
     Ok(pass.counts())
 }

@@ -57,6 +57,26 @@ fn persist_barriers_order_epochs() {
         "T0 store PA 8\nT0 clwb PA\nT0 compute 5\nT0 store PB 8\nT0 sfence\nT0 store PC 8\nT0 mfence\nT0 store PA1 8\n";
     assert_eq!(cp(t, Model::Epoch), 3);
     assert_eq!(cp(t, Model::Strand), 3);
+    // ... and so is a locked instruction after the thread's flushes (a spin lock's xchg after
+    // clwb), before its own store: {PA} {LK, PB} {LK, PC} under epoch (the lock word is volatile).
+    let t = "T0 store PA 8\nT0 clwb PA\nT0 rmw LK 8\nT0 store PB 8\nT0 clwb PB\nT0 rmw LK 8\nT0 store PC 8\n";
+    assert_eq!(cp(t, Model::Epoch), 3);
+    assert_eq!(cp(t, Model::Strand), 3);
+    assert_eq!(cp(&t.replace("rmw LK 8", "release LK"), Model::Epoch), 3);
+    // Without a flush before it, a locked instruction orders nothing (x86 has no flush to
+    // persist there): {PA, PB} after an sfence, then the rmw and PC in the same epoch.
+    let t = "T0 store PA 8\nT0 clwb PA\nT0 sfence\nT0 store PB 8\nT0 rmw LK 8\nT0 store PC 8\n";
+    assert_eq!(cp(t, Model::Epoch), 2);
+    // A non-temporal PM store is persisted there too: {PA} {PB}.
+    let t = "T0 ntstore PA 8\nT0 rmw LK 8\nT0 store PB 8\nT0 sfence\n";
+    assert_eq!(cp(t, Model::Epoch), 2);
+    // A clflush is ordered with the thread's later stores, fence or not: {PA} {PB} {PC}; a
+    // clwb or clflushopt is not: {PA, PB, PC}.
+    let t = "T0 store PA 8\nT0 clflush PA\nT0 store PB 8\nT0 clflush PB\nT0 store PC 8\n";
+    assert_eq!(cp(t, Model::Epoch), 3);
+    assert_eq!(cp(t, Model::Strand), 3);
+    assert_eq!(cp(&t.replace("clflush", "clflushopt"), Model::Epoch), 1);
+    assert_eq!(cp(&t.replace("clflush", "clwb"), Model::Epoch), 1);
 }
 
 #[test]

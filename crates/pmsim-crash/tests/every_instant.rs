@@ -11,14 +11,15 @@ use pmsim_engine::{simulator, Config, DESIGNS};
 use std::sync::Arc;
 
 /// `threads` threads, each `epochs` epochs of `stores` stores 2 KiB apart (a new bank, and
-/// under the default interleaving another MC, for each; epochs 16 KiB apart), epochs split by
-/// `ofence`.
+/// under the default interleaving another MC, for each; epochs 18 KiB apart, so each starts one
+/// bank after the previous one and finds a bank the earlier epoch does not keep busy), epochs
+/// split by `ofence`.
 fn epochs_trace(threads: usize, epochs: usize, stores: usize) -> pmsim_trace::Trace {
     let mut s = format!("# pmsim trace v1\nthreads {threads}\n");
     for e in 0..epochs {
         for t in 0..threads {
             for k in 0..stores {
-                let addr = 0x1_0000_0000u64 + (t as u64) * 0x10_0000 + (e as u64) * 0x4000 + (k as u64) * 0x800;
+                let addr = 0x1_0000_0000u64 + (t as u64) * 0x10_0000 + (e as u64) * 0x4800 + (k as u64) * 0x800;
                 s.push_str(&format!("T{t} store {addr:#x} 8 {:x}\n", e + 1));
             }
             s.push_str(&format!("T{t} ofence\n"));
@@ -101,6 +102,7 @@ fn every_checks_each_instant_the_image_changes_under_every_design_and_memory() {
 #[test]
 fn every_catches_a_broken_order_wherever_an_instant_shows_it() {
     let trace = Arc::new(epochs_trace(2, 6, 4));
+    let mut violations = 0;
     for (what, cfg) in configs() {
         for broken in ["broken-broi-cross-barrier", "broken-asap-ep-no-delay"] {
             let changes = changing_instants(&trace, &cfg, broken);
@@ -110,13 +112,13 @@ fn every_catches_a_broken_order_wherever_an_instant_shows_it() {
             let bad = |r: &pmsim_crash::Report| r.failures.iter().map(|f| f.at_ps).collect::<Vec<_>>();
             for t in bad(&at) {
                 assert!(bad(&every).contains(&t), "{broken} on {what}: --every missed the violation at {t} ps");
+                violations += 1;
             }
         }
     }
-    // And the broken BROI variant is caught at all: on the default memory, where the sweep
-    // missed it (34 images, all consistent).
-    let r = run(&request(&trace, &Config::default(), "broken-broi-cross-barrier", Instants::Every)).unwrap();
-    assert!(!r.ok(), "broken-broi-cross-barrier passed --every ({} images)", r.images);
+    assert!(violations > 0, "no broken variant showed a violation: the comparison checked nothing");
+    // Whether the broken BROI variant is caught at all is `broken.rs`'s question (on banked NVM:
+    // without banks its picks enter the FIFO WPQ oldest first, so it is harmless there).
 }
 
 /// The end of every instant at which anything happens: a crash sweep denser than `Every`.

@@ -199,3 +199,39 @@ fn an_undo_record_never_rolls_back_an_acknowledged_remote_line() {
         }
     }
 }
+
+/// A remote thread (`broi.remote_threads`) and an RDMA client's channel feed the same remote BROI
+/// entry, each numbering its epochs from the start: equal numbers once merged two feeds' epochs
+/// into one group, so the thread's third epoch persisted before its second, or a region before
+/// an earlier one (a tester's traces).
+#[test]
+fn a_remote_thread_and_an_rdma_channel_sharing_an_entry_keep_their_own_barriers() {
+    for (regions, compute) in [(3u64, 8000), (6, 6000)] {
+        let mut s = String::from("# pmsim trace v1\nthreads 3\nT0 store 0x100700000 8\n");
+        for i in 0..regions {
+            s += &format!("T1 rdma_pwrite 0 {:#x} 64\n", 0x1_0020_0800u64 + i * 0x800);
+        }
+        s += &format!("T1 rdma_wait\nT2 compute {compute}\nT2 store 0x100300000 8\nT2 ofence\n");
+        for i in 0..6u64 {
+            s += &format!("T2 store {:#x} 8\n", 0x1_0040_0000u64 + i * 0x4000);
+        }
+        s += "T2 ofence\nT2 store 0x100500000 8\n";
+        let trace = Arc::new(parse_str("shared.trace", &s).unwrap());
+        for design in ["broi", "delegated"] {
+            for (banked, regs) in [(true, "4"), (true, "8"), (false, "8")] {
+                let mut c = with_strategy("bsp");
+                c.set("broi.remote_threads", "1").unwrap();
+                c.set("broi.barrier_regs", regs).unwrap();
+                if banked {
+                    c.set("pm.model", "banked").unwrap();
+                }
+                let r = every_instant(&trace, "shared.trace", design, c, false);
+                assert!(
+                    r.ok(),
+                    "{design} {regions} regions banked={banked} barrier_regs={regs}: {:?}",
+                    r.failures.first().map(|f| &f.verdict)
+                );
+            }
+        }
+    }
+}

@@ -316,6 +316,29 @@ fn a_clflush_orders_the_threads_later_stores_after_its_line() {
     // clflushopt promises no such order: the same run is consistent without a fence.
     let r = crash_every(trace("clflushopt"), "broken-baseline-no-sfence-stall", Config::default(), Some(Model::X86));
     assert!(r.failures.is_empty(), "{:?}", r.failures.first());
+    // The persist-buffer designs take each clflush as an ofence, so a program ordering by
+    // clflush alone (libpmem without clflushopt, no sfence) keeps its order under them too; they
+    // once ran it unordered (a tester's finding).
+    // Twenty lines of MC 0, then twenty of MC 1, through slow one-entry WPQs: unordered, MC 1's
+    // lines persist while MC 0's older ones still wait.
+    let two_mcs = || {
+        let mut s = String::from("# pmsim trace v1\nthreads 1\n");
+        for i in 0..40u64 {
+            let a = 0x1_0000_0000u64 + 64 * (i % 20) + 4096 * (i / 20);
+            writeln!(s, "T0 store {a:#x} 8 {:x}\nT0 clflush {a:#x}", i + 1).unwrap();
+        }
+        s.push_str("T0 store 0x100002000 8 63\nT0 clflush 0x100002000\n");
+        pmsim_trace::text::parse_str("clflush", &s).unwrap()
+    };
+    let mut slow = Config::default();
+    slow.set("mc.wpq_entries", "1").unwrap();
+    slow.set("pm.write_gbps", "0.2").unwrap();
+    for design in ["hops-ep", "hops-rp", "asap-ep", "asap-rp", "delegated", "broi"] {
+        let r = crash_every(two_mcs(), design, slow.clone(), Some(Model::X86));
+        assert!(r.images > 10 && r.failures.is_empty(), "{design}: {:?}", r.failures.first());
+        let st = pmsim_engine::simulate(&Arc::new(two_mcs()), &slow, design).unwrap();
+        assert_eq!(st.design_stats["clflush_as_ofence"], 41.0, "{design}");
+    }
 }
 
 /// A locked instruction (`rmw`, `release`) is an x86 fence point: the thread's earlier flushes

@@ -79,6 +79,7 @@ config! {
         freq_ghz: f64 = 2.0, "GHz", @num(0.01, 100.0), "core clock";
         ipc: f64 = 2.0, "instr/cycle", @num(0.01, 64.0), "non-memory instructions retired per cycle (compute events)";
         store_buffer: usize = 32, "entries", @int(1, 4096), "TSO store buffer entries per core";
+        wc_buffers: usize = 10, "entries", @int(1, 64), "write-combining buffers per core (non-temporal stores under baseline and eadr): a line's ntstores combine in one, sent to its MC when all 8 words are written, at a fence or locked instruction, to free a buffer, or at the thread's end; taken until the MC accepts the write; a core finding all taken waits (stall_cycles.wc_full)";
     }
     l1: CacheCfg {
         size_kib: u64 = 32, "KiB", @int(1, 1 << 12), "private L1D size";

@@ -242,6 +242,10 @@ pub enum StallCause {
     /// A remote-persistence client waiting for persist ACKs (`rdma_pwrite` under sync, a full
     /// send queue, `rdma_wait`).
     Rdma,
+    /// Every write-combining buffer holds a non-temporal write its MC has not accepted yet.
+    WcFull,
+    /// An LLC write-back to an MC whose write queue is full with writes already waiting.
+    WpqFull,
 }
 
 impl StallCause {
@@ -249,11 +253,16 @@ impl StallCause {
     pub fn is_structural(self) -> bool {
         matches!(
             self,
-            StallCause::PbFull | StallCause::EtFull | StallCause::Nack | StallCause::WbbFull | StallCause::PbConflict
+            StallCause::PbFull
+                | StallCause::EtFull
+                | StallCause::Nack
+                | StallCause::WbbFull
+                | StallCause::PbConflict
+                | StallCause::WcFull
         )
     }
 
-    pub const ALL: [StallCause; 11] = [
+    pub const ALL: [StallCause; 13] = [
         StallCause::SbFull,
         StallCause::PbFull,
         StallCause::EtFull,
@@ -265,6 +274,8 @@ impl StallCause {
         StallCause::WbbFull,
         StallCause::PbConflict,
         StallCause::Rdma,
+        StallCause::WcFull,
+        StallCause::WpqFull,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -279,6 +290,8 @@ impl StallCause {
             StallCause::WbbFull => "wbb_full",
             StallCause::PbConflict => "pb_conflict",
             StallCause::Rdma => "rdma",
+            StallCause::WcFull => "wc_full",
+            StallCause::WpqFull => "wpq_full",
         }
     }
 }
@@ -426,6 +439,9 @@ pub struct Machine {
     /// L1 hit latency (a store-buffer forward, a grant that hits).
     pub l1_ps: u64,
     mc_accepted: Vec<(Option<DesignEv>, u64)>,
+    /// Per MC: cores whose access made an LLC write-back to it while its writes were waiting
+    /// for the WPQ (`hold_for_mc`); woken when none waits.
+    mc_held: Vec<Vec<u16>>,
     pub events_processed: u64,
 }
 
@@ -478,6 +494,7 @@ impl Machine {
             cycle_ps: cfg.cycle_ps(),
             l1_ps: ns(cfg.l1.latency_ns),
             mc_accepted: Vec::new(),
+            mc_held: vec![Vec::new(); cfg.mc.count],
             events_processed: 0,
         }
     }
@@ -622,6 +639,7 @@ impl Machine {
             self.mcs[mc].complete(self.now, if self.track_data { Some(&mut self.nvm) } else { None }, &mut acc);
             self.mc_accepted = acc;
             self.mc_outputs(mc);
+            self.release_mc_held(mc);
             return;
         }
         let mut acc = std::mem::take(&mut self.mc_accepted);
@@ -647,6 +665,35 @@ impl Machine {
             self.schedule(self.now + self.ack_ps, Ev::Design(r));
         }
         self.mcs[mc].out_replies.clear();
+        self.release_mc_held(mc);
+    }
+
+    /// Holds `core` (its access made an LLC write-back to MC `mc`, whose writes are waiting for
+    /// WPQ entries) until no write waits there: the LLC cannot take the access's line while its
+    /// victim has nowhere to go. The design returns `WpqFull` from `holds_llc_eviction`.
+    pub fn hold_for_mc(&mut self, core: usize, mc: usize) {
+        let held = &mut self.mc_held[mc];
+        if !held.contains(&(core as u16)) {
+            held.push(core as u16);
+        }
+    }
+
+    /// Whether writes wait at MC `mc` for WPQ entries (an LLC write-back arriving now would too).
+    pub fn mc_backlogged(&self, mc: usize) -> bool {
+        !self.mcs[mc].waiting.is_empty()
+    }
+
+    fn release_mc_held(&mut self, mc: usize) {
+        if self.mc_held[mc].is_empty() || self.mc_backlogged(mc) {
+            return;
+        }
+        let held = std::mem::take(&mut self.mc_held[mc]);
+        for &c in &held {
+            self.wake_held(c as usize);
+        }
+        let mut held = held;
+        held.clear();
+        self.mc_held[mc] = held;
     }
 
     /// What memory holds for `line` as a read would see it: NVM overlaid with the WPQ.
@@ -740,7 +787,7 @@ impl Machine {
     /// [`Design::on_private_evict`]: crate::design::Design::on_private_evict
     pub fn wake_held(&mut self, core: usize) {
         let c = &self.cores[core];
-        let held = matches!(c.blocked, Some((StallCause::WbbFull | StallCause::Nack, _)));
+        let held = matches!(c.blocked, Some((StallCause::WbbFull | StallCause::Nack | StallCause::WpqFull, _)));
         if held && c.wait_seq.is_none() && !c.wait_sb_space && !c.wait_sb_empty {
             self.wake_core(core);
         }

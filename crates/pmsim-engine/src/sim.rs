@@ -237,8 +237,8 @@ impl Simulator {
             for &(line, dirty) in &ev {
                 if self.m.is_pm(line) {
                     self.design.on_llc_evict(&mut self.m, line, dirty);
-                    if self.design.holds_llc_eviction(&mut self.m, core, line) {
-                        held = Some(StallCause::Nack);
+                    if let Some(cause) = self.design.holds_llc_eviction(&mut self.m, core, line, dirty) {
+                        held = Some(cause);
                     }
                 }
             }
@@ -310,6 +310,7 @@ impl Simulator {
                     let core = &mut self.m.cores[c];
                     core.finished = true;
                     core.stats.finish_ps = t;
+                    self.design.on_core_finished(&mut self.m, c);
                     return Ok(());
                 }
                 self.m.cores[c].ending = true;
@@ -594,9 +595,14 @@ impl Simulator {
     }
 
     /// Whether the design lets the head's store to `addr` perform now.
-    fn admit(&mut self, c: usize, addr: u64) -> Result<(), StallCause> {
+    fn admit(&mut self, c: usize, kind: Kind, addr: u64) -> Result<(), StallCause> {
         if self.m.is_pm(addr) {
-            self.design.admit_store(&mut self.m, c, addr & !(LINE_BYTES - 1))
+            let line = addr & !(LINE_BYTES - 1);
+            if kind == Kind::NtStore {
+                self.design.admit_nt_store(&mut self.m, c, line)
+            } else {
+                self.design.admit_store(&mut self.m, c, line)
+            }
         } else {
             self.design.admit_volatile_store(&mut self.m, c)
         }
@@ -643,7 +649,7 @@ impl Simulator {
                     if self.wait_until(c, head.ready_at) {
                         return;
                     }
-                    if let Err(cause) = self.admit(c, head.addr) {
+                    if let Err(cause) = self.admit(c, head.kind, head.addr) {
                         self.m.drain_refused(c, cause);
                         return;
                     }
@@ -699,7 +705,7 @@ impl Simulator {
                         }
                         self.m.cores[c].head_done = true;
                     }
-                    if let Err(cause) = self.admit(c, head.addr) {
+                    if let Err(cause) = self.admit(c, head.kind, head.addr) {
                         self.m.drain_refused(c, cause);
                         return;
                     }
@@ -738,8 +744,12 @@ impl Simulator {
         }
         let core = &mut self.m.cores[c];
         if core.ending && core.sb.is_empty() {
+            let first = !core.finished;
             core.finished = true;
             core.stats.finish_ps = core.time.max(self.m.now);
+            if first {
+                self.design.on_core_finished(&mut self.m, c);
+            }
         }
     }
 

@@ -75,7 +75,7 @@ fn broi_picks_2_1_first_in_the_figure_6c_example() {
     // 2.1 persists: 2.2 joins the Ready-SET and bank 1 gets work in the next step.
     let (e, seq) = picks[0];
     let r = q.take(e, seq).unwrap();
-    assert!(q.persisted(r.entry as usize, r.epoch));
+    assert!(q.persisted(r.entry as usize, r.key()));
     picks.clear();
     s.pick(&q, &view(4), &mut picks);
     let ids = picked_ids(&q, &picks);
@@ -134,13 +134,17 @@ fn remote_requests_wait_for_local_ones_unless_starved() {
 fn crosses_barrier(sched: &str, broken: bool, reqs: &[(u16, u8, u16)], persist_mask: &[bool]) -> bool {
     let mut s = persist_sched::build(sched, &params(broken));
     let mut q = Queues::new(4, 0);
-    // Epochs increase along each entry.
-    let mut epoch = [1u64; 4];
+    // Epochs increase along each feed. An entry has two feeds (a remote thread and an RDMA
+    // channel can share one) numbering their epochs independently, so numbers collide.
+    let mut epoch = [1u64; 8];
     for (i, &(e, bump, bank)) in reqs.iter().enumerate() {
+        let feed = e as usize + 4 * usize::from(bump >= 3);
         if bump % 3 == 0 {
-            epoch[e as usize] += 1;
+            epoch[feed] += 1;
         }
-        push(s.as_mut(), &mut q, req(e, epoch[e as usize], bank, i as u64));
+        let mut r = req(e, epoch[feed], bank, i as u64);
+        r.core = feed as u16;
+        push(s.as_mut(), &mut q, r);
     }
     let mut inflight: Vec<Req> = Vec::new();
     let mut crossed = false;
@@ -150,7 +154,7 @@ fn crosses_barrier(sched: &str, broken: bool, reqs: &[(u16, u8, u16)], persist_m
         s.pick(&q, &view(4), &mut picks);
         for (e, seq) in picks {
             let r = q.take(e, seq).unwrap();
-            if Some(r.epoch) != q.entries[e].first_epoch() {
+            if Some(r.key()) != q.entries[e].first_epoch() {
                 crossed = true;
             }
             inflight.push(r);
@@ -163,8 +167,8 @@ fn crosses_barrier(sched: &str, broken: bool, reqs: &[(u16, u8, u16)], persist_m
             if persist_mask[k % persist_mask.len()] || !done_one {
                 let r = inflight.swap_remove(i);
                 s.on_persisted(&r);
-                if q.persisted(r.entry as usize, r.epoch) {
-                    s.on_epoch_done(&q, r.entry as usize, r.epoch);
+                if q.persisted(r.entry as usize, r.key()) {
+                    s.on_epoch_done(&q, r.entry as usize, r.key());
                 }
                 done_one = true;
             } else {
@@ -255,4 +259,28 @@ fn remote_run(broken: bool) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
     assert_eq!(d.remote_persisted(0), 16);
     assert_eq!(m.nvm_written.len(), 16);
     (m.nvm_written.clone(), r1, r2)
+}
+
+/// Without banks (the default optane model) BROI's "open bank" is the MC's WPQ with room: it
+/// once counted the queue's unstarted writes as one bank's backlog, kept one write per MC in
+/// flight, and ran up to 2.6x slower than `delegated` on btree (a tester's finding).
+#[test]
+fn broi_without_banks_fills_the_write_queue_like_delegated() {
+    let cfg = pmsim_engine::Config::default();
+    for wl in ["btree", "rbtree"] {
+        let mut p = std::collections::BTreeMap::new();
+        p.insert("ops".to_string(), "100".to_string());
+        p.insert("threads".to_string(), "4".to_string());
+        let t = std::sync::Arc::new(pmsim_workloads::generate(wl, &p).unwrap().trace);
+        let d = pmsim_engine::simulate(&t, &cfg, "delegated").unwrap();
+        let b = pmsim_engine::simulate(&t, &cfg, "broi").unwrap();
+        assert!(
+            b.sim_time_ns < d.sim_time_ns * 1.2,
+            "{wl}: broi {} ns vs delegated {} ns",
+            b.sim_time_ns,
+            d.sim_time_ns
+        );
+        let occ = |s: &pmsim_engine::RunStats| s.mcs.iter().map(|m| m.wpq_occupancy_avg).fold(0.0, f64::max);
+        assert!(occ(&b) > 1.5, "{wl}: broi's WPQ held {} writes on average", occ(&b));
+    }
 }

@@ -28,7 +28,7 @@ from pmsim.sweep import run_jobs, write_table
 class RunOptions(TypedDict, total=False):
     """How a reproduction runs its simulations (the keyword arguments every ``reproduce`` takes)."""
 
-    workers: int | None  # parallel runs (None: one per core)
+    workers: int | None  # parallel runs (None: one per CPU of the affinity: sweep.default_workers)
     progress: bool  # show the progress bar (default True)
     cache: bool  # reuse cached runs (default True; False reruns and refreshes them)
 

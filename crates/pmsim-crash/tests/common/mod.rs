@@ -4,6 +4,11 @@ use std::sync::Arc;
 
 /// Crashes workload `w` (ops per thread) under `design` at `n` seeded random instants.
 pub fn crash_workload(w: &str, ops: u64, design: &str, n: usize, max_failures: usize) -> Report {
+    crash_workload_on(w, ops, design, n, max_failures, Config::default())
+}
+
+/// [`crash_workload`] on the machine `config`.
+pub fn crash_workload_on(w: &str, ops: u64, design: &str, n: usize, max_failures: usize, config: Config) -> Report {
     let mut p = std::collections::BTreeMap::new();
     p.insert("ops".to_string(), ops.to_string());
     let g = pmsim_workloads::generate(w, &p).unwrap();
@@ -11,7 +16,7 @@ pub fn crash_workload(w: &str, ops: u64, design: &str, n: usize, max_failures: u
         trace: Arc::new(g.trace),
         design: design.to_string(),
         allow_broken: design.starts_with("broken-"),
-        config: Config::default(),
+        config,
         instants: Instants::Random { n, seed: 1 },
         model: None,
         recovery: Some(&*g.recovery),

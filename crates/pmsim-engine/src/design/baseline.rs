@@ -31,8 +31,14 @@
 //!   `st x; clflush x; st y` never persists y without x, as Intel specifies);
 //! - a non-temporal store to a line dirty in a cache first writes that copy back (x86 evicts the
 //!   line; `Hierarchy::nt_store`), so the dirty words of other stores are not silently dropped.
+//!
+//! Non-temporal stores combine in the core's write-combining buffers (`wc.rs`), which every
+//! fence and locked instruction sends; the next `sfence` waits for their ACKs. An LLC write-back
+//! to an MC whose writes already wait for the WPQ holds the access that caused it
+//! (`stall_cycles.wpq_full`) until none waits.
 
 use super::flush::InFlight;
+use super::wc::{buffer_data, WcBuffers};
 use super::{Design, DesignStats, PmStore, Promise, Step};
 use crate::config::Config;
 use crate::machine::{DesignEv, Machine, StallCause};
@@ -42,6 +48,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 const ARRIVE: u16 = 1;
 const ACK: u16 = 2;
+/// The ACK of a write-combining buffer's write (frees the buffer too).
+const NT_ACK: u16 = 3;
 const NO_CORE: u16 = u16::MAX;
 
 #[derive(Default)]
@@ -78,6 +86,8 @@ pub struct Baseline {
     invalidate: bool,
     /// A legacy x86 trace: no release-persistency mapping (module doc).
     as_written: bool,
+    wc: WcBuffers,
+    wc_send: Vec<u64>,
     clwbs: u64,
     fence_flushes: u64,
     writebacks: u64,
@@ -113,6 +123,8 @@ impl Baseline {
             stall: true,
             invalidate: cfg.baseline.flush == "clflush",
             as_written: false,
+            wc: WcBuffers::new(64.max(cfg.core.count), cfg.core.wc_buffers),
+            wc_send: Vec::new(),
             clwbs: 0,
             fence_flushes: 0,
             writebacks: 0,
@@ -128,8 +140,12 @@ impl Baseline {
 
     /// Sends `data` to its MC at `at`; the ACK names the line (and `core`, whose fence waits).
     fn send(&mut self, m: &mut Machine, at: u64, data: LineData, core: u16) {
+        self.send_tagged(m, at, data, core, ACK);
+    }
+
+    fn send_tagged(&mut self, m: &mut Machine, at: u64, data: LineData, core: u16, tag: u16) {
         self.flights.entry(data.line).or_default().sent += 1;
-        let ack = DesignEv { tag: ACK, core, arg: data.line };
+        let ack = DesignEv { tag, core, arg: data.line };
         self.inflight.send(m, at, data, Some(ack), ARRIVE);
         if core != NO_CORE {
             self.cores[core as usize].outstanding += 1;
@@ -160,6 +176,23 @@ impl Baseline {
         self.send(m, at, data, core as u16);
         self.clwbs += 1;
         true
+    }
+
+    /// Sends the write-combining buffers in `wc_send` (the core's non-temporal stores).
+    fn send_wc(&mut self, m: &mut Machine, core: usize) {
+        let mut send = std::mem::take(&mut self.wc_send);
+        for &line in &send {
+            let data = buffer_data(m, line);
+            self.send_tagged(m, m.now + m.writeback_ps, data, core as u16, NT_ACK);
+        }
+        send.clear();
+        self.wc_send = send;
+    }
+
+    /// A fence or locked instruction sends every open write-combining buffer of the core.
+    fn drain_wc(&mut self, m: &mut Machine, core: usize) {
+        self.wc.send_open(core, &mut self.wc_send);
+        self.send_wc(m, core);
     }
 
     /// Write back every line the core wrote since its last fence, then wait for the ACKs.
@@ -255,6 +288,16 @@ impl Design for Baseline {
         self.sync_wait(core)
     }
 
+    fn admit_nt_store(&mut self, m: &mut Machine, core: usize, line: u64) -> Result<(), StallCause> {
+        self.sync_wait(core)?;
+        if self.wc.admit(core, line, &mut self.wc_send) {
+            return Ok(());
+        }
+        self.send_wc(m, core);
+        self.admit_blocked |= 1u64 << (core % 64);
+        Err(StallCause::WcFull)
+    }
+
     fn admit_volatile_store(&mut self, _m: &mut Machine, core: usize) -> Result<(), StallCause> {
         // Software's sfence after persisting the lock stalls every later store, DRAM ones too:
         // `acquire L (PM); rmw V (DRAM)` / `acquire V; st P` must persist L's store before P.
@@ -264,10 +307,13 @@ impl Design for Baseline {
     fn on_store(&mut self, m: &mut Machine, core: usize, st: &PmStore) {
         let line = st.data.line;
         if st.nontemporal {
-            // Write-combining straight to the MC; the next sfence waits for it. (A copy dirty in
-            // some cache was written back just before: the hierarchy reports it as an eviction.)
-            let at = m.now + m.writeback_ps;
-            self.send(m, at, st.data, core as u16);
+            // Into the core's write-combining buffer; the next sfence sends it and waits. (A copy
+            // dirty in some cache was written back just before: the hierarchy reports it as an
+            // eviction.)
+            if self.wc.write(core, line, st.data.mask) {
+                self.wc_send.push(line);
+                self.send_wc(m, core);
+            }
             return;
         }
         if self.as_written {
@@ -303,6 +349,7 @@ impl Design for Baseline {
     }
 
     fn on_fence(&mut self, m: &mut Machine, core: usize, kind: Kind, _gid: u64) -> Step {
+        self.drain_wc(m, core);
         match kind {
             Kind::Ofence => self.flush_and_fence(m, core, StallCause::Fence),
             Kind::Dfence => self.flush_and_fence(m, core, StallCause::Dfence),
@@ -311,6 +358,7 @@ impl Design for Baseline {
     }
 
     fn on_release(&mut self, m: &mut Machine, core: usize, _gid: u64) -> Step {
+        self.drain_wc(m, core);
         if self.as_written {
             // A locked instruction orders the thread's earlier flushes, as sfence does.
             return self.sfence(core, StallCause::Fence);
@@ -344,16 +392,28 @@ impl Design for Baseline {
         }
     }
 
+    fn holds_llc_eviction(&mut self, m: &mut Machine, core: usize, line: u64, dirty: bool) -> Option<StallCause> {
+        super::hold_writeback_for_mc(m, core, line, dirty)
+    }
+
+    fn on_core_finished(&mut self, m: &mut Machine, core: usize) {
+        self.drain_wc(m, core);
+    }
+
     fn on_event(&mut self, m: &mut Machine, ev: DesignEv) {
         match ev.tag {
             ARRIVE => self.inflight.arrive(m, ev.arg),
             ACK => self.on_ack(m, ev.core, ev.arg),
+            NT_ACK => {
+                self.wc.accepted(ev.core as usize, ev.arg);
+                self.on_ack(m, ev.core, ev.arg);
+            }
             _ => {}
         }
     }
 
     fn busy(&self, _m: &Machine) -> bool {
-        self.inflight.count > 0 || self.cores.iter().any(|c| c.outstanding > 0)
+        self.inflight.count > 0 || self.cores.iter().any(|c| c.outstanding > 0) || self.wc.in_flight()
     }
 
     fn crash_writes(&self, _m: &Machine, _out: &mut Vec<LineData>) {}
@@ -364,15 +424,18 @@ impl Design for Baseline {
         out.insert("llc_writebacks".into(), self.writebacks as f64);
         out.insert("release_flushes".into(), self.release_flushes as f64);
         out.insert("flush_piggybacks".into(), self.flush_piggybacks as f64);
+        out.insert("wc_writes".into(), self.wc.writes as f64);
+        out.insert("wc_combined".into(), self.wc.combined as f64);
     }
 
     fn describe_core(&self, core: usize) -> String {
         match self.cores.get(core) {
             Some(c) => format!(
-                "baseline: {} flushes awaiting ACK, {} lines written since last fence, {} sync lines awaiting ACK",
+                "baseline: {} flushes awaiting ACK, {} lines written since last fence, {} sync lines awaiting ACK, {} write-combining buffers taken",
                 c.outstanding,
                 c.written.len(),
-                c.sync_waits.len()
+                c.sync_waits.len(),
+                self.wc.taken(core)
             ),
             None => format!("baseline: {} writes in flight", self.inflight.count),
         }

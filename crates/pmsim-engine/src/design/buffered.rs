@@ -188,6 +188,8 @@ struct Counters {
     polls: u64,
     sfence_as_dfence: u64,
     clwb_ignored: u64,
+    /// clflushes taken as an ofence (x86 orders them with later stores).
+    clflush_as_ofence: u64,
     et_overflows: u64,
     bloom_hits: u64,
     wbb_max: u32,
@@ -1260,9 +1262,15 @@ impl super::Design for Buffered {
         }
     }
 
-    fn on_flush(&mut self, _m: &mut Machine, c: usize, _kind: Kind, _line: u64) -> Step {
+    fn on_flush(&mut self, m: &mut Machine, c: usize, kind: Kind, _line: u64) -> Step {
         self.c.clwb_ignored += 1;
         self.cores[c].saw_flush = true;
+        if kind == Kind::Clflush {
+            // x86 orders a clflush (not clflushopt/clwb) with the thread's later stores: what it
+            // flushes persists before them, fence or not (a program may order by clflush alone).
+            self.c.clflush_as_ofence += 1;
+            return self.fence(m, c, false, StallCause::Fence);
+        }
         Step::Done
     }
 
@@ -1292,16 +1300,16 @@ impl super::Design for Buffered {
         // PM lines leaving the LLC are dropped: writes take the persist path.
     }
 
-    fn holds_llc_eviction(&mut self, m: &mut Machine, c: usize, line: u64) -> bool {
+    fn holds_llc_eviction(&mut self, m: &mut Machine, c: usize, line: u64, _dirty: bool) -> Option<StallCause> {
         // A NACKed line still waiting in a PB (or a false positive of the counting filter) is
         // caught by its MC's Bloom filter: the eviction, and the access that caused it, wait
         // for the retry (ASAP §V-F).
         if !self.rts[m.mc_of(line)].bloom_contains(line) {
-            return false;
+            return None;
         }
         self.c.bloom_hits += 1;
         self.cores[c].bloom_waiting.push(line);
-        true
+        Some(StallCause::Nack)
     }
 
     fn on_private_evict(&mut self, _m: &mut Machine, c: usize, line: u64) -> bool {
@@ -1422,6 +1430,7 @@ impl super::Design for Buffered {
         out.insert("safe_flushes".into(), self.c.safe as f64);
         out.insert("sfence_as_dfence".into(), self.c.sfence_as_dfence as f64);
         out.insert("clwb_ignored".into(), self.c.clwb_ignored as f64);
+        out.insert("clflush_as_ofence".into(), self.c.clflush_as_ofence as f64);
         match self.policy {
             Policy::Asap => {
                 out.insert("early_flushes".into(), self.c.early as f64);

@@ -32,7 +32,7 @@
 //! only NVM (and a WPQ in the ADR domain) survive.
 
 use super::pb::{occupancy_stats, EntryState, PersistBuffer};
-use super::persist_sched::{self, BankView, PersistScheduler, Queues, Req, SchedParams};
+use super::persist_sched::{self, BankView, EpochKey, PersistScheduler, Queues, Req, SchedParams};
 use super::{DesignStats, PmStore, Promise, Step};
 use crate::config::{ns, Config};
 use crate::machine::{DesignEv, Machine, StallCause};
@@ -123,6 +123,8 @@ struct Counters {
     /// the `clwb`/`clflushopt`/`clflush` made redundant by the persist buffers.
     sfence_as_dfence: u64,
     clwb_ignored: u64,
+    /// clflushes taken as an ofence (x86 orders them with later stores).
+    clflush_as_ofence: u64,
 }
 
 pub struct Delegated {
@@ -279,13 +281,14 @@ impl Delegated {
         if core.et.iter().take_while(|x| x.ts <= e.epoch).any(|x| x.unresolved > 0) {
             return;
         }
-        if !self.q.has_room(entry, e.epoch, self.slots, self.barrier_regs) {
+        let key = EpochKey { feed: c as u16, epoch: e.epoch };
+        if !self.q.has_room(entry, key, self.slots, self.barrier_regs) {
             self.c.entry_full_waits += 1;
             return;
         }
         self.cores[c].pb.entries[i].state = EntryState::InFlight { early: false };
         self.c.released += 1;
-        self.q.reserve(entry, e.epoch);
+        self.q.reserve(entry, key);
         let mc = m.mc_of(e.data.line);
         let (bank, row) = match &m.mcs[mc].banks {
             Some(b) => b.locate(e.data.line),
@@ -461,8 +464,8 @@ impl Delegated {
         let Some(r) = self.issued[slot].take() else { return };
         self.free_issued.push(slot);
         self.sched.on_persisted(&r);
-        if self.q.persisted(r.entry as usize, r.epoch) {
-            self.sched.on_epoch_done(&self.q, r.entry as usize, r.epoch);
+        if self.q.persisted(r.entry as usize, r.key()) {
+            self.sched.on_epoch_done(&self.q, r.entry as usize, r.key());
         }
         self.schedule_step(m, m.now + self.step_ps);
         if r.entry as usize >= self.local_entries {
@@ -526,7 +529,7 @@ impl Delegated {
             self.remote_region[ch] += 1;
         }
         let epoch = self.remote_region[ch];
-        if !self.q.has_room(entry, epoch, self.slots, self.barrier_regs) {
+        if !self.q.has_room(entry, EpochKey { feed: NO_CORE, epoch }, self.slots, self.barrier_regs) {
             if new_region {
                 self.remote_region[ch] -= 1;
             }
@@ -645,10 +648,16 @@ impl super::Design for Delegated {
         self.remote_from = threads.saturating_sub(self.remote_threads);
     }
 
-    fn on_flush(&mut self, _m: &mut Machine, c: usize, _kind: Kind, _line: u64) -> Step {
-        // Persist buffers carry every PM store; flushes are redundant.
+    fn on_flush(&mut self, m: &mut Machine, c: usize, kind: Kind, _line: u64) -> Step {
+        // Persist buffers carry every PM store; flushes are redundant, except as order: x86
+        // orders a clflush (not clflushopt/clwb) with the thread's later stores, so what it
+        // flushes persists before them (a program may order by clflush alone, with no sfence).
         self.c.clwb_ignored += 1;
         self.cores[c].saw_flush = true;
+        if kind == Kind::Clflush {
+            self.c.clflush_as_ofence += 1;
+            return self.fence(m, c, false);
+        }
         Step::Done
     }
 
@@ -742,6 +751,7 @@ impl super::Design for Delegated {
         out.insert("remote_submitted".into(), self.c.remote_submitted as f64);
         out.insert("sfence_as_dfence".into(), self.c.sfence_as_dfence as f64);
         out.insert("clwb_ignored".into(), self.c.clwb_ignored as f64);
+        out.insert("clflush_as_ofence".into(), self.c.clflush_as_ofence as f64);
         self.sched.stats(out);
     }
 

@@ -5,25 +5,61 @@
 //! retires). Lines reach NVM only by LLC eviction. At a crash the domain holds the WPQs, the
 //! write-backs waiting at the MCs, every dirty line in the caches, and remote data the NIC wrote
 //! into the LLC (DDIO): all of coherent memory. Promise: every performed store survives.
+//!
+//! Non-temporal stores combine in the core's write-combining buffers (`wc.rs`; inside the
+//! battery-backed domain, so only their timing is modelled): a core whose buffers all wait for
+//! their MC waits too. An LLC write-back to an MC whose writes already wait for the WPQ holds the
+//! access that caused it (`stall_cycles.wpq_full`) until none waits.
 
 use super::flush::InFlight;
+use super::wc::{buffer_data, WcBuffers};
 use super::{Design, DesignStats, PmStore, Promise, Step};
 use crate::config::Config;
-use crate::machine::{DesignEv, Machine};
+use crate::machine::{DesignEv, Machine, StallCause};
 use crate::mem::nvm::LineData;
 use pmsim_trace::Kind;
 
 const ARRIVE: u16 = 1;
+/// The MC accepted a write-combining buffer's write (`core`, `arg` = line).
+const NT_ACK: u16 = 2;
 
 pub struct Eadr {
     inflight: InFlight,
+    wc: WcBuffers,
+    wc_send: Vec<u64>,
+    /// Cores whose non-temporal store waits for a write-combining buffer (bit per core).
+    wc_blocked: u64,
     writebacks: u64,
     nt_stores: u64,
 }
 
 impl Eadr {
-    pub fn new(_cfg: &Config) -> Eadr {
-        Eadr { inflight: InFlight::default(), writebacks: 0, nt_stores: 0 }
+    pub fn new(cfg: &Config) -> Eadr {
+        Eadr {
+            inflight: InFlight::default(),
+            wc: WcBuffers::new(64.max(cfg.core.count), cfg.core.wc_buffers),
+            wc_send: Vec::new(),
+            wc_blocked: 0,
+            writebacks: 0,
+            nt_stores: 0,
+        }
+    }
+
+    /// Sends the write-combining buffers in `wc_send` straight into their MCs' WPQs.
+    fn send_wc(&mut self, m: &mut Machine, core: usize) {
+        let mut send = std::mem::take(&mut self.wc_send);
+        for &line in &send {
+            let data = buffer_data(m, line);
+            let mc = m.mc_of(line);
+            m.mc_write(mc, data, Some(DesignEv { tag: NT_ACK, core: core as u16, arg: line }));
+        }
+        send.clear();
+        self.wc_send = send;
+    }
+
+    fn drain_wc(&mut self, m: &mut Machine, core: usize) {
+        self.wc.send_open(core, &mut self.wc_send);
+        self.send_wc(m, core);
     }
 }
 
@@ -40,19 +76,39 @@ impl Design for Eadr {
         false
     }
 
-    fn on_store(&mut self, m: &mut Machine, _core: usize, st: &PmStore) {
+    fn admit_nt_store(&mut self, m: &mut Machine, core: usize, line: u64) -> Result<(), StallCause> {
+        if self.wc.admit(core, line, &mut self.wc_send) {
+            return Ok(());
+        }
+        self.send_wc(m, core);
+        self.wc_blocked |= 1u64 << (core % 64);
+        Err(StallCause::WcFull)
+    }
+
+    fn on_store(&mut self, m: &mut Machine, core: usize, st: &PmStore) {
         if st.nontemporal {
-            // Bypasses the caches: straight into the WPQ (the write-combining buffer is in the
-            // battery-backed domain too, so it is modelled as arriving at once).
-            let mc = m.mc_of(st.data.line);
-            m.mc_write(mc, st.data, None);
+            // Bypasses the caches into a write-combining buffer, persistent already (battery).
+            if self.wc.write(core, st.data.line, st.data.mask) {
+                self.wc_send.push(st.data.line);
+                self.send_wc(m, core);
+            }
             self.nt_stores += 1;
         }
         m.persist_version += 1;
     }
 
-    fn on_fence(&mut self, _m: &mut Machine, _core: usize, _kind: Kind, _gid: u64) -> Step {
+    fn on_fence(&mut self, m: &mut Machine, core: usize, _kind: Kind, _gid: u64) -> Step {
+        self.drain_wc(m, core);
         Step::Done
+    }
+
+    fn on_release(&mut self, m: &mut Machine, core: usize, _gid: u64) -> Step {
+        self.drain_wc(m, core);
+        Step::Done
+    }
+
+    fn on_core_finished(&mut self, m: &mut Machine, core: usize) {
+        self.drain_wc(m, core);
     }
 
     fn on_flush(&mut self, _m: &mut Machine, _core: usize, _kind: Kind, _line: u64) -> Step {
@@ -69,14 +125,28 @@ impl Design for Eadr {
         }
     }
 
+    fn holds_llc_eviction(&mut self, m: &mut Machine, core: usize, line: u64, dirty: bool) -> Option<StallCause> {
+        super::hold_writeback_for_mc(m, core, line, dirty)
+    }
+
     fn on_event(&mut self, m: &mut Machine, ev: DesignEv) {
-        if ev.tag == ARRIVE {
-            self.inflight.arrive(m, ev.arg);
+        match ev.tag {
+            ARRIVE => self.inflight.arrive(m, ev.arg),
+            NT_ACK => {
+                self.wc.accepted(ev.core as usize, ev.arg);
+                let mut blocked = std::mem::take(&mut self.wc_blocked);
+                while blocked != 0 {
+                    let c = blocked.trailing_zeros() as usize;
+                    blocked &= blocked - 1;
+                    m.resume_drain(c);
+                }
+            }
+            _ => {}
         }
     }
 
     fn busy(&self, _m: &Machine) -> bool {
-        self.inflight.count > 0
+        self.inflight.count > 0 || self.wc.in_flight()
     }
 
     fn crash_writes(&self, m: &Machine, out: &mut Vec<LineData>) {
@@ -97,5 +167,7 @@ impl Design for Eadr {
     fn stats(&self, _m: &Machine, out: &mut DesignStats) {
         out.insert("llc_writebacks".into(), self.writebacks as f64);
         out.insert("nt_stores".into(), self.nt_stores as f64);
+        out.insert("wc_writes".into(), self.wc.writes as f64);
+        out.insert("wc_combined".into(), self.wc.combined as f64);
     }
 }

@@ -20,6 +20,7 @@ pub mod hops;
 pub mod pb;
 pub mod persist_sched;
 pub mod rt;
+mod wc;
 
 use crate::machine::{DesignEv, Machine, StallCause};
 use crate::mem::coherence::Conflict;
@@ -108,6 +109,12 @@ pub trait Design: Send {
         Ok(())
     }
 
+    /// [`Design::admit_store`] for a non-temporal store (a design with write-combining buffers
+    /// also needs one free, `design/wc.rs`).
+    fn admit_nt_store(&mut self, m: &mut Machine, core: usize, line: u64) -> Result<(), StallCause> {
+        self.admit_store(m, core, line)
+    }
+
     /// May a store to volatile memory (a DRAM word, a volatile lock's release) perform now? As
     /// [`Design::admit_store`]; a design that orders stores by stalling them (the baseline's
     /// wait for an acquired lock's write-back) must stall these too, or order would not carry
@@ -163,11 +170,17 @@ pub trait Design: Send {
     }
 
     /// Whether `core`'s access that evicted the PM `line` from the LLC must wait for the
-    /// eviction (ASAP: the MC's Bloom filter holds the line of a NACKed flush still in a PB);
-    /// released as [`Design::on_private_evict`]'s holds are.
-    fn holds_llc_eviction(&mut self, _m: &mut Machine, _core: usize, _line: u64) -> bool {
-        false
+    /// eviction, and for what (after [`Design::on_llc_evict`]): ASAP's `Nack` (the MC's Bloom
+    /// filter holds the line of a NACKed flush still in a PB), released as
+    /// [`Design::on_private_evict`]'s holds are; a design writing the line back, `WpqFull` while
+    /// its MC has writes waiting for the WPQ ([`Machine::hold_for_mc`]).
+    fn holds_llc_eviction(&mut self, _m: &mut Machine, _core: usize, _line: u64, _dirty: bool) -> Option<StallCause> {
+        None
     }
+
+    /// `core`'s thread ended and its store buffer drained (a design with write-combining buffers
+    /// sends what they hold, as the hardware eventually does).
+    fn on_core_finished(&mut self, _m: &mut Machine, _core: usize) {}
 
     /// One of the design's own events.
     fn on_event(&mut self, m: &mut Machine, ev: DesignEv);
@@ -317,6 +330,18 @@ pub static BROKEN: &[DesignInfo] = &[
         build: |c| Box::new(delegated::Delegated::new("broken-broi-cross-barrier", "broi", c, true)),
     },
 ];
+
+/// [`Design::holds_llc_eviction`] of a design that writes dirty LLC victims back to their MC
+/// (baseline, eADR): the access that evicted a dirty `line` waits while that MC has writes
+/// waiting for WPQ entries, since the victim has nowhere to go (`stall_cycles.wpq_full`).
+pub(crate) fn hold_writeback_for_mc(m: &mut Machine, core: usize, line: u64, dirty: bool) -> Option<StallCause> {
+    let mc = m.mc_of(line);
+    if !dirty || !m.mc_backlogged(mc) {
+        return None;
+    }
+    m.hold_for_mc(core, mc);
+    Some(StallCause::WpqFull)
+}
 
 /// [`build`] for a trace in `dialect` (see [`Design::run_as_written`]).
 pub fn for_trace(

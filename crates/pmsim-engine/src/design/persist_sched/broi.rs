@@ -113,11 +113,11 @@ impl Broi {
             let (Some(first), second) = (e.first_epoch(), e.second_epoch()) else { continue };
             for r in &e.queued {
                 let b = r.bank as usize;
-                if r.epoch == first || (self.broken && Some(r.epoch) == second) {
+                if r.key() == first || (self.broken && Some(r.key()) == second) {
                     self.ri[i * nb + b] += 1;
                     self.r[b] += 1;
                     self.size[i] += 1;
-                } else if Some(r.epoch) == second {
+                } else if Some(r.key()) == second {
                     self.ni[i * nb + b] += 1;
                 }
             }
@@ -150,7 +150,7 @@ impl PersistScheduler for Broi {
             let Some(first) = e.first_epoch() else { continue };
             let second = e.second_epoch();
             for r in &e.queued {
-                if !(r.epoch == first || (self.broken && Some(r.epoch) == second)) {
+                if !(r.key() == first || (self.broken && Some(r.key()) == second)) {
                     continue;
                 }
                 let b = r.bank as usize;

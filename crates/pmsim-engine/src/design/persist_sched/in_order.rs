@@ -10,7 +10,7 @@
 //! them. Guarantee: a thread's epochs map to strictly increasing global epochs, so no request
 //! passes its barrier.
 
-use super::{BankView, PersistScheduler, Pick, Queues, Req};
+use super::{BankView, EpochKey, PersistScheduler, Pick, Queues, Req};
 use std::collections::BTreeMap;
 
 #[derive(Default)]
@@ -18,7 +18,7 @@ pub struct InOrder {
     /// The global epoch being drained.
     current: u64,
     /// Per entry: (its newest thread epoch, that epoch's global epoch).
-    last: Vec<(u64, u64)>,
+    last: Vec<(Option<EpochKey>, u64)>,
     /// Per global epoch: requests not yet persisted.
     remaining: BTreeMap<u64, u32>,
     epochs_drained: u64,
@@ -52,19 +52,17 @@ impl PersistScheduler for InOrder {
 
     fn on_arrive(&mut self, q: &Queues, r: &mut Req) {
         if self.last.len() < q.entries.len() {
-            self.last.resize(q.entries.len(), (u64::MAX, 0));
+            self.last.resize(q.entries.len(), (None, 0));
         }
         let (le, lg) = self.last[r.entry as usize];
-        let g = if le == r.epoch {
+        let g = match le {
             // Its epoch's global one may have drained meanwhile: then every earlier epoch of the
             // thread has persisted and the request joins the one draining.
-            lg.max(self.current)
-        } else if le == u64::MAX {
-            self.current
-        } else {
-            self.current.max(lg + 1)
+            Some(k) if k == r.key() => lg.max(self.current),
+            None => self.current,
+            Some(_) => self.current.max(lg + 1),
         };
-        self.last[r.entry as usize] = (r.epoch, g);
+        self.last[r.entry as usize] = (Some(r.key()), g);
         r.tag = g;
         *self.remaining.entry(g).or_insert(0) += 1;
     }

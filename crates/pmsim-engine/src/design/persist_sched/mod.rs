@@ -21,6 +21,19 @@ pub mod in_order;
 use crate::mem::nvm::LineData;
 use std::collections::VecDeque;
 
+/// Which barrier epoch of which feed a request belongs to. An entry can be fed by several
+/// sources that number their epochs independently (a remote thread of `broi.remote_threads` and
+/// an RDMA channel, or two remote threads, sharing a remote entry), so an epoch number alone does
+/// not name a group: two feeds' epochs of equal number once merged into one group and let a
+/// later epoch pass an earlier one (a tester's finding, inconsistent images under `broi`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochKey {
+    /// The request's core, or `u16::MAX` for the RDMA channels (which share their entry's
+    /// region counter).
+    pub feed: u16,
+    pub epoch: u64,
+}
+
 /// A persist request at the MC side.
 #[derive(Clone, Copy, Debug)]
 pub struct Req {
@@ -44,6 +57,14 @@ pub struct Req {
     pub tag: u64,
 }
 
+impl Req {
+    /// Its barrier epoch's group in its entry.
+    #[inline]
+    pub fn key(&self) -> EpochKey {
+        EpochKey { feed: self.core, epoch: self.epoch }
+    }
+}
+
 /// A BROI entry: one thread's (or one remote channel's) requests.
 #[derive(Clone, Debug, Default)]
 pub struct Entry {
@@ -51,17 +72,17 @@ pub struct Entry {
     /// Arrived, not yet issued, in arrival order.
     pub queued: VecDeque<Req>,
     /// Per epoch in order: requests arrived and not yet persisted.
-    pub outstanding: VecDeque<(u64, u32)>,
+    pub outstanding: VecDeque<(EpochKey, u32)>,
 }
 
 impl Entry {
     /// The SubReady-SET's epoch (the first unpersisted one).
-    pub fn first_epoch(&self) -> Option<u64> {
+    pub fn first_epoch(&self) -> Option<EpochKey> {
         self.outstanding.front().map(|e| e.0)
     }
 
     /// The Next-SET's epoch.
-    pub fn second_epoch(&self) -> Option<u64> {
+    pub fn second_epoch(&self) -> Option<EpochKey> {
         self.outstanding.get(1).map(|e| e.0)
     }
 
@@ -95,7 +116,7 @@ impl Queues {
 
     /// A request of `epoch` left its persist buffer for `entry`: the entry's barrier index
     /// registers record it now, before it arrives.
-    pub fn reserve(&mut self, entry: usize, epoch: u64) {
+    pub fn reserve(&mut self, entry: usize, epoch: EpochKey) {
         let e = &mut self.entries[entry];
         match e.outstanding.back_mut() {
             Some(last) if last.0 == epoch => last.1 += 1,
@@ -110,7 +131,7 @@ impl Queues {
 
     /// Reserves and queues at once (tests, remote submissions).
     pub fn push(&mut self, r: Req) {
-        self.reserve(r.entry as usize, r.epoch);
+        self.reserve(r.entry as usize, r.key());
         self.arrive(r);
     }
 
@@ -122,7 +143,7 @@ impl Queues {
     }
 
     /// A request of `entry`'s `epoch` persisted; returns whether that epoch is now complete.
-    pub fn persisted(&mut self, entry: usize, epoch: u64) -> bool {
+    pub fn persisted(&mut self, entry: usize, epoch: EpochKey) -> bool {
         let e = &mut self.entries[entry];
         let Some(i) = e.outstanding.iter().position(|x| x.0 == epoch) else { return false };
         e.outstanding[i].1 -= 1;
@@ -134,7 +155,7 @@ impl Queues {
     }
 
     /// Whether `entry` can take a request of `epoch` (units and barrier index registers).
-    pub fn has_room(&self, entry: usize, epoch: u64, slots: usize, barrier_regs: usize) -> bool {
+    pub fn has_room(&self, entry: usize, epoch: EpochKey, slots: usize, barrier_regs: usize) -> bool {
         let e = &self.entries[entry];
         if e.held() as usize >= slots {
             return false;
@@ -186,7 +207,7 @@ pub trait PersistScheduler: Send {
     }
 
     /// An epoch of `entry` completed (all its requests persisted).
-    fn on_epoch_done(&mut self, _q: &Queues, _entry: usize, _epoch: u64) {}
+    fn on_epoch_done(&mut self, _q: &Queues, _entry: usize, _epoch: EpochKey) {}
 
     /// Scheduler statistics (stable names).
     fn stats(&self, _out: &mut super::DesignStats) {}
