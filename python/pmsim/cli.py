@@ -617,11 +617,14 @@ def cmd_crash(a: argparse.Namespace) -> int:
         # Host time is printed, never in the JSON report, which is byte-identical on any host.
         host_s = time.perf_counter() - started
         rate = rep["images"] / max(host_s, 1e-9)
-        recovered = (
-            "application recovery not checked"
-            if a.no_recovery
-            else f"{rep['recovered']} recovered by the application"
-        )
+        # A trace has no application recovery to run: say so, not "0 recovered" (a tester read
+        # that as every recovery failing). The JSON keeps `recovered: 0` (docs/stats.md).
+        if a.no_recovery:
+            recovered = "application recovery not checked"
+        elif getattr(a, "trace", None):
+            recovered = "application recovery not checked (a trace has none)"
+        else:
+            recovered = f"{rep['recovered']} recovered by the application"
         print(
             f"{rep['design']} checked against {rep['model']}: {rep['images']} crash images, "
             f"{rep['consistent']} consistent, {rep['durable']} durable, {recovered} "

@@ -38,6 +38,11 @@ def test_every_instant_of_a_litmus_trace(repo_root):
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
     assert rep["model"] == "ep" and rep["images"] > 3 and rep["failures"] == []
+    # A trace has no application recovery: the summary says so rather than "0 recovered".
+    p = pmsim_cli("crash", "--trace", trace, "--design", "asap-ep", "--every")
+    assert p.returncode == 0, p.stderr
+    assert "durable, application recovery not checked (a trace has none)" in p.stdout
+    assert "recovered by the application" not in p.stdout
 
 
 def test_broken_design_is_caught_and_the_replay_reproduces_it():

@@ -44,6 +44,19 @@ def _group_gone(pgid: int) -> bool:
     return False
 
 
+def _start_long_sweep(tmp_path: Path, err_path: Path, env: dict, **popen) -> subprocess.Popen:
+    """Starts LONG_SWEEP writing its table to tmp_path/out.csv and its stderr to ``err_path``."""
+    with open(err_path, "w") as err:
+        return subprocess.Popen(
+            [*PMSIM, *LONG_SWEEP, "-o", str(tmp_path / "out.csv")],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+            **popen,
+        )
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="process groups and SIGINT are POSIX")
 @pytest.mark.parametrize("presses", [1, 2], ids=["ctrl-c", "ctrl-c-twice"])
 def test_ctrl_c_stops_a_parallel_sweep_at_once(tmp_path, presses):
@@ -56,15 +69,7 @@ def test_ctrl_c_stops_a_parallel_sweep_at_once(tmp_path, presses):
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.setpgrp()
 
-    with open(err_path, "w") as err:
-        p = subprocess.Popen(
-            [*PMSIM, *LONG_SWEEP, "-o", str(tmp_path / "out.csv")],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=env,
-            preexec_fn=as_from_a_terminal,
-        )
+    p = _start_long_sweep(tmp_path, err_path, env, preexec_fn=as_from_a_terminal)
     try:
         # The progress bar shows once the jobs are checked and the pool starts (imports take
         # seconds on a loaded machine); then the workers are running their first jobs.
@@ -154,15 +159,9 @@ def test_a_killed_parallel_sweep_leaves_no_worker(tmp_path, sig):
     # queue forever. Now SIGTERM stops them as Ctrl-C does (exit 143); after a SIGKILL the kernel
     # kills them (PR_SET_PDEATHSIG).
     err_path = tmp_path / "err"
-    with open(err_path, "w") as err:
-        p = subprocess.Popen(
-            [*PMSIM, *LONG_SWEEP, "-o", str(tmp_path / "out.csv")],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env={**os.environ, "PMSIM_CACHE": str(tmp_path / "cache")},
-            start_new_session=True,  # its own group: only what is sent to its PID reaches it
-        )
+    env = {**os.environ, "PMSIM_CACHE": str(tmp_path / "cache")}
+    # Its own group: only what is sent to its PID reaches it.
+    p = _start_long_sweep(tmp_path, err_path, env, start_new_session=True)
     workers: list[int] = []
     try:
         deadline = time.monotonic() + 120
