@@ -336,8 +336,9 @@ def trace_stats(
 def trace_lint(trace: str | os.PathLike, *, max_stores: int = 10, allow_incomplete: bool = False) -> dict:
     """The PM stores a legacy x86 trace (a program's, from the tracer) never made persistent
     by its end, its redundant flushes and empty fences; names at most ``max_stores`` of the
-    stores (``unpersisted``). A design-neutral trace reports ``dialect`` ``neutral`` and nothing
-    else: its persistence is the design's."""
+    stores (``unpersisted``), as many late ones (``late``) and as many stores of lock words left
+    unpersisted (``unpersisted_sync``: not counted as unpersisted). A design-neutral trace
+    reports ``dialect`` ``neutral`` and nothing else: its persistence is the design's."""
     path = required_path("trace", trace)
     n = int_arg("max_stores", max_stores, 0, 1_000_000)
     allow_incomplete = bool_arg("allow_incomplete", allow_incomplete)

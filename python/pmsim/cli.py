@@ -443,11 +443,19 @@ def _trace_lint(a: argparse.Namespace) -> int:
             f"{r['flushes']} flushes, {r['fences']} fences"
         )
         n = r["unpersisted_stores"]
+        cl = r["clflushed_not_fenced"]
+        by_clflush = f", {cl} of them by a clflush with no sfence after it" if cl else ""
         print(
             f"unpersisted at the end: {n} store(s) in {r['unpersisted_words']} PM word(s) "
-            f"({r['never_flushed']} never flushed, {r['flushed_not_fenced']} flushed but not fenced)"
+            f"({r['never_flushed']} never flushed, {r['flushed_not_fenced']} flushed but not fenced"
+            f"{by_clflush})"
         )
         _print_lint_stores(r["unpersisted"], n)
+        if cl:
+            print(
+                "  (a clflush orders its line before the thread's later stores but is not durable "
+                "when it retires: an sfence after it, or a later store, is all that is missing)"
+            )
         late = r["late_stores"]
         if late:
             print(
@@ -457,10 +465,12 @@ def _trace_lint(a: argparse.Namespace) -> int:
             _print_lint_stores(r["late"], late)
         if r["unpersisted_sync_words"]:
             print(
-                f"not counted: {r['unpersisted_sync_words']} PM lock word(s) whose last store (a "
-                "release, or an rmw of a word also acquired or released) never persisted (volatile "
-                "by design when recovery re-initialises them, as libpmemobj does its locks)"
+                f"not counted: {r['unpersisted_sync_words']} PM lock word(s) whose last store never "
+                "persisted (volatile by design when recovery re-initialises them, as libpmemobj does "
+                "its locks; a lock is a library sync object or a word an rmw takes and its thread "
+                "gives back, docs/design.md §5)"
             )
+            _print_lint_stores(r["unpersisted_sync"], r["unpersisted_sync_stores"])
         print(
             f"redundant flushes {r['redundant_flushes']} (lines with nothing to write back), "
             f"volatile flushes {r['volatile_flushes']}, empty fences {r['empty_fences']} "
@@ -943,7 +953,7 @@ def parser() -> argparse.ArgumentParser:
         type=_int_at_least(0, 1_000_000),
         default=10,
         metavar="N",
-        help="name at most N unpersisted stores, and N late ones (default 10)",
+        help="name at most N unpersisted stores, N late ones and N of the lock words' (default 10)",
     )
     tl.add_argument("--json", action="store_true", help="print JSON")
     tl.add_argument(

@@ -186,3 +186,27 @@ def test_lint_names_a_store_left_behind_until_a_later_operation_flushed_its_line
     ]
     out = pmsim_cli("trace", "lint", tmp_path / "late.trace").stdout
     assert "late: 1 store(s)" in out and "gid 2 in op 'put' #0: persisted-late" in out
+
+
+def test_lint_names_lock_words_apart_and_says_what_a_trailing_clflush_lacks(tmp_path):
+    # A spinlock on PM taken by CAS (0 -> 1) and given back by a plain store: a lock, listed
+    # apart, not counted. A C11 release store publishing data is data: counted. The data store
+    # flushed by a clflush at the end lacks only a fence.
+    text = _write(
+        tmp_path,
+        "lock.trace",
+        "# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8 0\nT0 clwb 0x100000000\nT0 sfence\n"
+        "T0 begin put\nT0 rmw 0x100000000 8 1\nT0 store 0x100000040 8 7\nT0 release 0x100000080 8 9\n"
+        "T0 store 0x100000000 8 0\nT0 end put\nT0 clflush 0x100000040\n",
+    )
+    rc, r = _lint_json(text)
+    assert rc == 1
+    assert (r["unpersisted_sync_words"], r["unpersisted_sync_stores"]) == (1, 1)
+    assert [(s["addr"], s["state"]) for s in r["unpersisted_sync"]] == [(0x100000000, "lock")]
+    states = {s["addr"]: s["state"] for s in r["unpersisted"]}
+    assert states == {0x100000040: "clflushed-not-fenced", 0x100000080: "never-flushed"}
+    assert r["clflushed_not_fenced"] == 1
+    human = pmsim_cli("trace", "lint", text).stdout
+    assert "1 of them by a clflush with no sfence after it" in human
+    assert "not counted: 1 PM lock word(s)" in human
+    assert "T0 store 0x100000000 (8 B), gid 7 in op 'put' #0: lock" in human

@@ -15,15 +15,21 @@
 //! later store of its thread inherits it. Copying it into each node would cost O(nodes ×
 //! flushed words); instead the large part of a set is a few immutable [`Base`]s shared by
 //! reference, and `ind` (itself shared until written) stays small: once a fence point's
-//! outgrows `share_at`, it is folded with the bases into one new base. Each base remembers the
-//! ids of the bases it was built from (`anc`), so merging a set whose base is an ancestor of
-//! this one's (a store's line predecessor from an earlier fence) costs nothing. Invariant:
-//! `ind ∩ bases = ∅`. Under the other models no base is ever created and the representation
-//! is exactly the prefix plus `ind`.
+//! outgrows `share_at`, it is folded with the bases into one new base. Bases form *lineages*:
+//! a fold extends the lineage of the base it grew from (the first fold of that base to claim
+//! the next generation does; later ones start a lineage of their own), and each base lists the
+//! latest generation it includes of every lineage in its ancestry (`incl`), so merging a set
+//! whose base is an ancestor of this one's (a store's line predecessor from an earlier fence,
+//! however many folds ago) costs a binary search. Each base also keeps the latest position it
+//! holds on every word (`latest`), so a store that a member supersedes is never re-added to
+//! `ind` (the sets of old nodes still hold stores the current bases pruned; re-adding them made
+//! `ind` outgrow `share_at` after every few stores, and each fold copies the whole base).
+//! Invariant: `ind ∩ bases = ∅`. Under the other models no base is ever created and the
+//! representation is exactly the prefix plus `ind`.
 
 use crate::graph::{Graph, NodeId};
 use crate::model::Model;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// An immutable, sorted, shared part of one or more predecessor sets.
@@ -32,14 +38,32 @@ pub(crate) struct Base {
     pub ids: Box<[NodeId]>,
     /// Unique while the process runs (never reported, so its value does not affect results).
     id: u64,
-    /// Ids of bases this one includes (up to pruning: a dropped store's durability is implied by
-    /// a kept one), most recent first, at most [`MAX_ANC`].
-    anc: Box<[u64]>,
+    /// (word, latest position among the members' stores on it), sorted by word.
+    latest: Box<[(u32, u32)]>,
+    lineage: Arc<Lineage>,
+    generation: u32,
+    /// (lineage id, latest generation included) for this base and every base it was built from,
+    /// transitively, sorted by lineage id; at most [`MAX_LINEAGES`] (dropping one only loses the
+    /// shortcut, never soundness). Inclusion is up to pruning: a dropped store's durability is
+    /// implied by a kept one.
+    incl: Box<[(u64, u32)]>,
 }
 
-const MAX_ANC: usize = 64;
+/// A chain of bases, each built from the previous one: generation `g + 1` includes `g`.
+#[derive(Debug)]
+struct Lineage {
+    id: u64,
+    /// The latest generation claimed.
+    last: AtomicU32,
+}
+
+#[cfg(not(test))]
+const MAX_LINEAGES: usize = 64;
+#[cfg(test)]
+const MAX_LINEAGES: usize = 2;
 
 static NEXT_BASE: AtomicU64 = AtomicU64::new(1);
+static NEXT_LINEAGE: AtomicU64 = AtomicU64::new(1);
 
 impl Base {
     fn contains(&self, p: NodeId) -> bool {
@@ -48,7 +72,19 @@ impl Base {
 
     /// Whether this base includes `other` (up to pruning).
     fn includes(&self, other: &Base) -> bool {
-        self.id == other.id || self.anc.contains(&other.id)
+        self.id == other.id
+            || match self.incl.binary_search_by_key(&other.lineage.id, |&(l, _)| l) {
+                Ok(i) => self.incl[i].1 >= other.generation,
+                Err(_) => false,
+            }
+    }
+
+    /// Whether a member wrote word `w` after position `pos`.
+    fn supersedes(&self, w: u32, pos: u32) -> bool {
+        match self.latest.binary_search_by_key(&w, |&(x, _)| x) {
+            Ok(i) => self.latest[i].1 > pos,
+            Err(_) => false,
+        }
     }
 
     /// Identity for counting distinct bases (see `incremental::Agg`).
@@ -119,6 +155,14 @@ impl Req {
         self.bases.iter().any(|b| b.contains(p))
     }
 
+    /// Whether `p` is a one-word store a base member supersedes (so adding it changes nothing).
+    fn superseded_by_bases(&self, p: NodeId, g: &Graph) -> bool {
+        match g.store_words(p) {
+            [(w, pos)] => self.bases.iter().any(|b| b.supersedes(*w, *pos)),
+            _ => false,
+        }
+    }
+
     /// `self ∪= src`; true if the representation changed.
     pub fn merge(&mut self, src: &Req, g: &Graph) -> bool {
         let mut grew = false;
@@ -177,7 +221,7 @@ impl Req {
                 continue;
             }
             let n = &g.nodes[p as usize];
-            if n.pos < self.c[n.thread as usize] || self.in_bases(p) {
+            if n.pos < self.c[n.thread as usize] || self.in_bases(p) || self.superseded_by_bases(p, g) {
                 continue;
             }
             new.push(p);
@@ -212,8 +256,15 @@ impl Req {
             }
             // `b` replaces the bases it includes (earlier folds of the same fence points).
             self.bases.retain(|a| !b.includes(a));
-            if self.ind.iter().any(|&p| b.contains(p)) {
-                Arc::make_mut(&mut self.ind).retain(|&p| !b.contains(p));
+            let covered = |p: NodeId| {
+                b.contains(p)
+                    || match g.store_words(p) {
+                        [(w, pos)] => b.supersedes(*w, *pos),
+                        _ => false,
+                    }
+            };
+            if self.ind.iter().any(|&p| covered(p)) {
+                Arc::make_mut(&mut self.ind).retain(|&p| !covered(p));
             }
             self.bases.push(b.clone());
             changed = true;
@@ -232,7 +283,7 @@ impl Req {
         }
         match self.ind.binary_search(&p) {
             Ok(_) => false,
-            Err(_) if self.in_bases(p) => false,
+            Err(_) if !self.bases.is_empty() && (self.in_bases(p) || self.superseded_by_bases(p, g)) => false,
             Err(i) => {
                 Arc::make_mut(&mut self.ind).insert(i, p);
                 if self.ind.len() > self.prune_at as usize {
@@ -339,20 +390,52 @@ impl Base {
             std::mem::swap(&mut ids, &mut tmp);
         }
         prune_superseded(&mut ids, g);
-        let mut anc: Vec<u64> = Vec::new();
-        for b in from {
-            anc.push(b.id);
-        }
-        // Interleave the parents' ancestries so each keeps its most recent entries.
-        for i in 0..MAX_ANC {
-            for b in from {
-                if let Some(&a) = b.anc.get(i) {
-                    anc.push(a);
-                }
+        let mut latest: Vec<(u32, u32)> = ids.iter().flat_map(|&p| g.store_words(p).iter().copied()).collect();
+        latest.sort_unstable();
+        // Keep the last (latest) entry of each word.
+        latest.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.1 = later.1;
             }
+            same
+        });
+        // Extend the lineage of the largest parent if no other fold of it has; else start one.
+        let extended = from.iter().max_by_key(|b| b.ids.len()).and_then(|b| {
+            let next = b.generation + 1;
+            let claimed = b.lineage.last.compare_exchange(b.generation, next, Ordering::Relaxed, Ordering::Relaxed);
+            claimed.ok().map(|_| (b.lineage.clone(), next))
+        });
+        let (lineage, generation) = extended.unwrap_or_else(|| {
+            let id = NEXT_LINEAGE.fetch_add(1, Ordering::Relaxed);
+            (Arc::new(Lineage { id, last: AtomicU32::new(0) }), 0)
+        });
+        let mut incl: Vec<(u64, u32)> = from.iter().flat_map(|b| b.incl.iter().copied()).collect();
+        incl.push((lineage.id, generation));
+        incl.sort_unstable();
+        incl.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.1 = later.1;
+            }
+            same
+        });
+        if incl.len() > MAX_LINEAGES {
+            // Keep this base's own entry and the most recent other lineages.
+            let mut extra = incl.len() - MAX_LINEAGES;
+            incl.retain(|&(l, _)| {
+                let drop = extra > 0 && l != lineage.id;
+                extra -= drop as usize;
+                !drop
+            });
         }
-        anc.dedup();
-        anc.truncate(MAX_ANC);
-        Base { ids: ids.into_boxed_slice(), id: NEXT_BASE.fetch_add(1, Ordering::Relaxed), anc: anc.into_boxed_slice() }
+        Base {
+            ids: ids.into_boxed_slice(),
+            id: NEXT_BASE.fetch_add(1, Ordering::Relaxed),
+            latest: latest.into_boxed_slice(),
+            lineage,
+            generation,
+            incl: incl.into_boxed_slice(),
+        }
     }
 }
