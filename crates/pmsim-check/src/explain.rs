@@ -170,13 +170,16 @@ impl Incremental {
             });
             if let Some(p) = found {
                 let n = &g.nodes[p as usize];
-                let fence = g.dfences.iter().find(|d| d.gid == dgid).map_or(Kind::Dfence, |d| d.kind);
+                let point = g.dfences.iter().find(|d| d.gid == dgid);
+                let fence = point.map_or(Kind::Dfence, |d| d.kind);
+                // A performed store's own durability point (eADR, BBB) is no fence.
+                let performed = point.is_some_and(|d| d.performed);
                 out.push(Violation {
                     kind: ViolationKind::NotDurable,
                     at: self.t,
                     visible: None,
                     missing: Some(self.missing_store(p)),
-                    dfence: Some(dgid),
+                    dfence: (!performed).then_some(dgid),
                     path: vec![
                         PathStep {
                             gid: n.gid,

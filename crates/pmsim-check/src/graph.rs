@@ -53,13 +53,16 @@ pub(crate) struct Node {
 #[derive(Clone, Debug)]
 pub(crate) struct Dfence {
     pub gid: u64,
-    /// `dfence`, or a legacy `sfence`/`mfence` read as one.
+    /// `dfence`, or a legacy `sfence`/`mfence` read as one; or, for a design that promises every
+    /// performed store survives ([`Graph::require_performed_durable`]), the store itself.
     pub kind: Kind,
     pub thread: u16,
     pub time: u64,
     pub boundary: u32,
     /// Latest perform time of the PM stores it covers (`u64::MAX` if one never performs).
     pub ready: u64,
+    /// A store's own durability point ([`Graph::require_performed_durable`]), not a fence.
+    pub performed: bool,
 }
 
 pub(crate) struct Graph {
@@ -759,7 +762,7 @@ impl Graph {
             let ready = ready_prefix[t][before];
             let boundary = if boundary == BEFORE_IT { before as u32 } else { epoch_start[t][boundary as usize] };
             let kind = evs.get(gid).map_or(Kind::Dfence, |e| e.kind);
-            dfences.push(Dfence { gid, kind, thread, time, boundary, ready });
+            dfences.push(Dfence { gid, kind, thread, time, boundary, ready, performed: false });
         }
         dfences.sort_by_key(|d| (d.time, d.gid));
         let fences_done = if model == Model::X86 {
@@ -789,6 +792,37 @@ impl Graph {
             dfences,
             fences_done,
         })
+    }
+
+    /// For a design that promises every performed store survives (eADR, BBB): each PM store is
+    /// also a durability point of its own, from the instant it performs, for itself and every
+    /// PM store before it in its thread's program order (once they have all performed). The
+    /// model's order alone cannot tell a battery-backed buffer from a volatile one: any prefix
+    /// of the persist order may be missing at a crash.
+    pub fn require_performed_durable(&mut self) {
+        for (t, list) in self.thread_nodes.iter().enumerate() {
+            let mut ready = 0u64;
+            for (pos, &n) in list.iter().enumerate() {
+                let node = &self.nodes[n as usize];
+                if !node.pm {
+                    continue;
+                }
+                ready = ready.max(node.time);
+                if node.time == u64::MAX {
+                    continue;
+                }
+                self.dfences.push(Dfence {
+                    gid: node.gid,
+                    kind: node.kind,
+                    thread: t as u16,
+                    time: node.time,
+                    boundary: pos as u32 + 1,
+                    ready,
+                    performed: true,
+                });
+            }
+        }
+        self.dfences.sort_by_key(|d| (d.time, d.gid));
     }
 
     /// The node of event `gid`, if it is one.

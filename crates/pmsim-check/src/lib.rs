@@ -69,7 +69,25 @@ impl Checker {
         model: Model,
         fences: FenceReading,
     ) -> Result<Checker, CheckError> {
-        let graph = Arc::new(graph::Graph::build(trace, record, model, fences)?);
+        Checker::with_options(trace, record, model, fences, false)
+    }
+
+    /// [`Checker::with_fences`]; with `performed_durable`, every PM store performed by the crash
+    /// instant must also be durable (with every store before it in its thread's program order):
+    /// the promise of eADR and BBB, which no persistency model's order expresses, as any prefix
+    /// of the order may be missing at a crash (docs/design.md §6).
+    pub fn with_options(
+        trace: &Trace,
+        record: &RunRecord,
+        model: Model,
+        fences: FenceReading,
+        performed_durable: bool,
+    ) -> Result<Checker, CheckError> {
+        let mut graph = graph::Graph::build(trace, record, model, fences)?;
+        if performed_durable {
+            graph.require_performed_durable();
+        }
+        let graph = Arc::new(graph);
         let mut cl = closure::Closure::new(graph.clone());
         let mut changed = Vec::new();
         for &n in &graph.order {

@@ -107,7 +107,8 @@ pub struct Violation {
     /// The visible store that requires `missing` (for `NeverWritten`: the id shown).
     pub visible: Option<StoreRef>,
     pub missing: Option<MissingStore>,
-    /// For `NotDurable`: the completed dfence (x86: the completed fence point).
+    /// For `NotDurable`: the completed dfence (x86: the completed fence point); `None` when the
+    /// store had performed under a design that promises every performed store survives.
     pub dfence: Option<u64>,
     /// Persist-order path from `missing` to `visible` (or to the dfence).
     pub path: Vec<PathStep>,
@@ -124,6 +125,17 @@ impl fmt::Display for Violation {
                 f,
                 "at t={}: word {:#x} shows id {} which is not a store to that word performed by then",
                 self.at, v.word, v.gid
+            )?,
+            (ViolationKind::NotDurable, _, Some(m)) if self.dfence.is_none() => write!(
+                f,
+                "at t={}: store {} (T{}) had performed (as had store {} after it in program order), but word {:#x} \
+                 shows {}: the design promises every performed store survives",
+                self.at,
+                m.gid,
+                m.thread,
+                self.path.last().map_or(m.gid, |s| s.gid),
+                m.word,
+                shows(m)
             )?,
             (ViolationKind::NotDurable, _, Some(m)) => write!(
                 f,

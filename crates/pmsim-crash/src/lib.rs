@@ -148,7 +148,10 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
     let regions = RegionOrder::new(&req.trace);
     let model = req.model.unwrap_or_else(|| model_for(full.design.promise()));
     let fences = if full.design.maps_x86_fences() { FenceReading::Mapped } else { FenceReading::ByDialect };
-    let checker = Checker::with_fences(&req.trace, &record, model, fences).map_err(|e| e.to_string())?;
+    // eADR and BBB promise more than any model's order: every performed store survives.
+    let performed_durable = req.model.is_none() && full.design.promise() == Promise::All;
+    let checker =
+        Checker::with_options(&req.trace, &record, model, fences, performed_durable).map_err(|e| e.to_string())?;
     // Where what must be durable grows while the image may stand still: a dfence (or, under
     // x86, a fence) completing, a remote region acknowledged. `Every` crashes there too (an
     // early-returning fence shows only in the window before its stores persist).

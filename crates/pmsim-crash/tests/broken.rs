@@ -63,3 +63,52 @@ fn broken_variants_need_the_flag() {
         pmsim_engine::design::build("broken-asap-rp-no-undo", &pmsim_engine::Config::default(), false).err().unwrap();
     assert!(e.contains("--allow-broken-designs"), "{e}");
 }
+
+#[test]
+fn eadr_and_bbb_without_their_battery_are_caught() {
+    caught("broken-eadr-no-battery", &["array", "dash-eh"]);
+    caught("broken-bbb-volatile", &["array", "dash-eh"]);
+}
+
+/// Tester I's shape: stores separated by ofences, then a long computation and no dfence. Strict
+/// persistency allows every store to be missing (any prefix of the persist order may be), so a
+/// battery-less eADR or a volatile BBB passes a check against the model alone; the promise
+/// "every performed store survives" catches both, and the real designs keep it.
+#[test]
+fn every_performed_store_must_survive_under_eadr_and_bbb() {
+    use pmsim_crash::{run, Instants, Request};
+    use std::sync::Arc;
+    let mut text = "# pmsim trace v1\nthreads 1\n".to_string();
+    for i in 0..8u64 {
+        text += &format!("T0 store {:#x} 8 {}\nT0 ofence\n", 0x1_0000_0000u64 + 0x40 * i, i + 1);
+    }
+    text += "T0 compute 20000\n";
+    let trace = Arc::new(pmsim_trace::text::parse_str("b1.trace", &text).unwrap());
+    let check = |design: &str, model: Option<pmsim_check::Model>| {
+        let req = Request {
+            trace: trace.clone(),
+            design: design.to_string(),
+            allow_broken: true,
+            config: pmsim_engine::Config::default(),
+            instants: Instants::Every,
+            model,
+            recovery: None,
+            replay_input: "--trace b1.trace".into(),
+            max_failures: 1,
+        };
+        run(&req).unwrap()
+    };
+    for d in ["eadr", "bbb"] {
+        let r = check(d, None);
+        assert!(r.ok(), "{d}: {:?}", r.failures.first().map(|f| &f.verdict));
+    }
+    for d in ["broken-eadr-no-battery", "broken-bbb-volatile"] {
+        let strict_only = check(d, Some(pmsim_check::Model::Strict));
+        assert!(strict_only.ok(), "{d}: strict persistency alone now catches it; the test's premise changed");
+        let r = check(d, None);
+        assert!(!r.ok(), "{d} passed its design's promise");
+        let v = r.failures[0].verdict.as_ref().unwrap();
+        let text = v.violations[0].to_string();
+        assert!(text.contains("every performed store survives"), "{text}");
+    }
+}

@@ -149,3 +149,155 @@ fn random_rewrites_with_nacks_stay_crash_consistent() {
         }
     }
 }
+
+/// The ASAP artifact's configuration (`configs/asap-artifact.toml`) plus `sets`.
+fn artifact(sets: &[(&str, &str)]) -> Config {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/asap-artifact.toml");
+    let mut c = Config::from_toml_file(&path).unwrap();
+    for (k, v) in sets {
+        c.set(k, v).unwrap();
+    }
+    c
+}
+
+fn assert_every_instant_consistent(name: &str, text: &str, design: &str, cfg: Config) {
+    let trace = Arc::new(pmsim_trace::text::parse_str(name, text).unwrap());
+    let req = Request {
+        trace,
+        design: design.to_string(),
+        allow_broken: false,
+        config: cfg,
+        instants: Instants::Every,
+        model: None,
+        recovery: None,
+        replay_input: format!("--trace {name}"),
+        max_failures: 1,
+    };
+    let r = run(&req).unwrap_or_else(|e| panic!("{name} {design}: {e}"));
+    assert!(r.ok(), "{name} under {design}: {:?}", r.failures.first().map(|f| &f.verdict));
+}
+
+/// Found by a random-trace fuzzer (tester I): T1's flush of line 0 is NACKed back to `Queued`
+/// while a newer flush of the line (same epoch) is in flight; a later store to the word used to
+/// coalesce into the older entry, whose retry then landed *before* the newer flush's retry with
+/// the word's older value. Final memory was wrong after the dfence completed.
+#[test]
+fn a_store_never_coalesces_into_a_line_entry_older_than_one_in_flight() {
+    let text = "# pmsim trace v1\nthreads 2\nT0 store 0x100000058 8 5\nT0 store 0x100000038 8 7\n\
+                T1 store 0x100000040 8 8\nT1 dfence\nT0 rmw 0x1000000c0 8 16\nT1 store 0x100000028 16 24\n\
+                T1 store 0x100000010 8 25\nT1 rmw 0x1000000c0 8 32\nT1 store 0x100000010 8 39\nT1 dfence\n";
+    let sets = [("rt.entries", "1"), ("mc.interleave", "64"), ("pb.line_flushes_overlap", "true")];
+    assert_every_instant_consistent("I1.trace", text, "asap-ep", config(&sets));
+    let text = "# pmsim trace v1\nthreads 4\nT1 store 0x100000070 8 22\nT3 store 0x100000030 8 25\n\
+                T0 store 0x100000028 8 26\nT3 store 0x100000010 8 28\nT2 store 0x100000050 8 29\n\
+                T2 store 0x100000038 8 2c\nT2 store 0x100000008 16 2d\nT3 store 0x100000048 8 2f\n\
+                T2 store 0x100000070 8 30\nT2 store 0x100000010 8 38\nT0 dfence\nT1 dfence\nT2 dfence\nT3 dfence\n";
+    let sets = [("rt.entries", "2"), ("pb.line_flushes_overlap", "true"), ("et.dep_epoch", "current")];
+    assert_every_instant_consistent("I1b.trace", text, "asap-rp", config(&sets));
+}
+
+/// Tester I's second shape, under the shipped artifact configuration: three flushes of one line
+/// in one epoch; the first two are NACKed; the MC used to remember only the first, so once its
+/// retry arrived the third flush was accepted ahead of the second's retry.
+#[test]
+fn a_flush_never_overtakes_the_retry_of_any_older_nacked_flush_of_its_line() {
+    let text = "# pmsim trace v1\nthreads 3\nT1 store 0x100000008 16 4\nT2 compute 1000\nT0 compute 400\n\
+                T0 store 0x1000000d0 8 b\nT2 compute 400\nT0 dfence\nT1 store 0x100000128 8 10\n\
+                T0 store 0x100000008 16 17\nT0 store 0x100000130 8 1a\nT2 store 0x100000030 16 1b\n\
+                T0 store 0x100000120 8 1f\nT0 store 0x100000178 8 20\nT0 store 0x100000118 16 25\nT0 dfence\n";
+    let cfg = artifact(&[("rt.entries", "1"), ("mc.interleave", "64")]);
+    assert_every_instant_consistent("I1c.trace", text, "asap-ep", cfg);
+}
+
+/// Tester I's third shape: a functional delay record (`rt.delay_through_wpq = false`) applied at
+/// commit while its epoch's older write of the line waits for the single WPQ entry used to be
+/// merged into the (persistent) queued write of another core: persistent ahead of that older
+/// write of its own epoch.
+#[test]
+fn a_functional_delay_record_never_persists_ahead_of_a_waiting_older_write_of_its_line() {
+    let text = "# pmsim trace v1\nthreads 2\nT1 store 0x100000010 8 2\nT0 rmw 0x2000 8 3\nT1 load 0x100000138 8\n\
+                T1 store 0x1000000e8 8 a\nT0 store 0x100000118 8 b\nT0 store 0x100000068 8 c\nT0 rmw 0x2000 8 d\n\
+                T1 store 0x100000110 8 e\nT1 dfence\nT0 store 0x100000020 8 10\nT0 store 0x1000000d8 8 11\n\
+                T1 store 0x100000060 8 12\nT0 store 0x100000030 16 15\nT0 store 0x100000120 8 18\n\
+                T0 store 0x100000028 8 1b\nT1 store 0x100000020 16 1f\nT1 store 0x100000028 8 21\nT1 rmw 0x2000 8 22\n";
+    let cfg = artifact(&[
+        ("rt.entries", "2"),
+        ("mc.interleave", "128"),
+        ("mc.wpq_entries", "1"),
+        ("pb.line_flushes_overlap", "false"),
+    ]);
+    assert_every_instant_consistent("I3.trace", text, "asap-rp", cfg);
+}
+
+/// Seeded random traces in the shape that found the three bugs above: 1-3 threads, stores of one
+/// or two words over five lines on two MCs (64 B interleave), rmws of a lock word, compute gaps,
+/// under the artifact configuration with a 1-2 record recovery table and a 1-4 entry WPQ.
+fn random_artifact_trace(seed: u64) -> (Arc<Trace>, Config) {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let threads = 1 + next(3) as usize;
+    let mut s = format!("# pmsim trace v1\nthreads {threads}\n");
+    for i in 0..30 {
+        let t = next(threads as u64);
+        match next(12) {
+            0 => s += &format!("T{t} ofence\n"),
+            1 => s += &format!("T{t} dfence\n"),
+            2 => s += &format!("T{t} rmw 0x1000000c0 8 {:x}\n", 0x100 + i),
+            3 => s += &format!("T{t} compute {}\n", 100 * (1 + next(8))),
+            _ => {
+                let line = 0x1_0000_0000u64 + 0x40 * next(5);
+                let size = if next(3) == 0 { 16 } else { 8 };
+                s += &format!(
+                    "T{t} store {:#x} {size} {:x}\n",
+                    line + 8 * next(if size == 16 { 7 } else { 8 }),
+                    0x100 + i
+                );
+            }
+        }
+    }
+    for t in 0..threads {
+        s += &format!("T{t} dfence\n");
+    }
+    let rt = (1 + next(2)).to_string();
+    let wpq = (1 + next(4)).to_string();
+    let overlap = if next(4) == 0 { "false" } else { "true" };
+    let cfg = artifact(&[
+        ("rt.entries", &rt),
+        ("mc.wpq_entries", &wpq),
+        ("mc.interleave", "64"),
+        ("pb.line_flushes_overlap", overlap),
+    ]);
+    (Arc::new(pmsim_trace::text::parse_str("random.trace", &s).unwrap()), cfg)
+}
+
+#[test]
+fn random_traces_under_the_artifact_configuration_stay_crash_consistent() {
+    let n = std::env::var("PMSIM_OVERLAP_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4000u64);
+    for seed in 0..n {
+        let (trace, cfg) = random_artifact_trace(seed);
+        for d in ["asap-ep", "asap-rp"] {
+            let req = Request {
+                trace: trace.clone(),
+                design: d.to_string(),
+                allow_broken: false,
+                config: cfg.clone(),
+                instants: Instants::Every,
+                model: None,
+                recovery: None,
+                replay_input: "--trace random.trace".into(),
+                max_failures: 1,
+            };
+            let r = run(&req).unwrap_or_else(|e| panic!("seed {seed} {d}: {e}"));
+            assert!(
+                r.ok(),
+                "seed {seed} under {d} (PMSIM_OVERLAP_SEEDS): {:?}",
+                r.failures.first().map(|f| &f.verdict)
+            );
+        }
+    }
+}

@@ -30,6 +30,8 @@ pub struct Bbb {
     flush_ps: u64,
     in_flight: u64,
     conflicts: u64,
+    /// Broken (test only): the buffers are volatile, lost at a crash.
+    volatile: bool,
 }
 
 impl Bbb {
@@ -42,7 +44,13 @@ impl Bbb {
             flush_ps: ns(cfg.pb.flush_ns),
             in_flight: 0,
             conflicts: 0,
+            volatile: false,
         }
+    }
+
+    /// TEST ONLY: BBB without the battery (its buffers are lost at a crash).
+    pub fn broken_volatile(cfg: &Config) -> Bbb {
+        Bbb { volatile: true, ..Bbb::new(cfg) }
     }
 
     fn kick(&mut self, m: &mut Machine, c: usize) {
@@ -137,6 +145,9 @@ impl Design for Bbb {
     }
 
     fn crash_writes(&self, _m: &Machine, out: &mut Vec<LineData>) {
+        if self.volatile {
+            return;
+        }
         for c in &self.cores {
             out.extend(c.pb.entries.iter().map(|e| e.data));
         }

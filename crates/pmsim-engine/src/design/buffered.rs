@@ -703,12 +703,15 @@ impl Buffered {
             // A later flush of a line whose older flush from this core was NACKed arrived before
             // that one's retry: it must not overtake it, so it is NACKed as well (even if safe:
             // the older one's epoch is then safe too, so its retry cannot wait on this one).
+            // Every NACKed flush is remembered (entry ids grow with age), not only a line's
+            // first: otherwise a third flush overtakes the second's retry once the first's
+            // retry has arrived.
             let n = &mut self.nacked[mc];
-            if let Some(i) = n.iter().position(|x| x.0 == p.core && x.1 == p.data.line) {
-                if n[i].2 != p.entry {
-                    return self.nack(m, mc, p);
-                }
+            if let Some(i) = n.iter().position(|x| x.0 == p.core && x.1 == p.data.line && x.2 == p.entry) {
                 n.swap_remove(i);
+            }
+            if n.iter().any(|x| x.0 == p.core && x.1 == p.data.line && x.2 < p.entry) {
+                return self.nack(m, mc, p);
             }
         }
         if self.policy == Policy::Asap {
@@ -817,7 +820,7 @@ impl Buffered {
 
     fn nack(&mut self, m: &mut Machine, mc: usize, p: Packet) {
         self.rts[mc].bloom_insert(p.data.line);
-        if self.line_overlap && !self.nacked[mc].iter().any(|x| x.0 == p.core && x.1 == p.data.line) {
+        if self.line_overlap && !self.nacked[mc].iter().any(|x| x.0 == p.core && x.1 == p.data.line && x.2 == p.entry) {
             self.nacked[mc].push((p.core, p.data.line, p.entry));
         }
         m.schedule_design(m.now + m.hop_ps, Self::ev(NACK, p.core as usize, p.entry));

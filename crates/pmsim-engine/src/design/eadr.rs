@@ -31,6 +31,8 @@ pub struct Eadr {
     wc_blocked: u64,
     writebacks: u64,
     nt_stores: u64,
+    /// Broken (test only): no battery; the caches are lost at a crash (the domain is ADR's).
+    no_battery: bool,
 }
 
 impl Eadr {
@@ -42,7 +44,13 @@ impl Eadr {
             wc_blocked: 0,
             writebacks: 0,
             nt_stores: 0,
+            no_battery: false,
         }
+    }
+
+    /// TEST ONLY: eADR without the battery (the caches are lost at a crash).
+    pub fn broken_no_battery(cfg: &Config) -> Eadr {
+        Eadr { no_battery: true, ..Eadr::new(cfg) }
     }
 
     /// Sends the write-combining buffers in `wc_send` straight into their MCs' WPQs.
@@ -155,13 +163,16 @@ impl Design for Eadr {
         // media`), every dirty line in the caches, and remote data the NIC wrote into the LLC
         // (DDIO) that has not reached an MC yet. Coherent memory is the newest of all of them,
         // so it is the image (the tracker relies on it, `crash_image_is_coherent`).
+        if self.no_battery {
+            return;
+        }
         let mut lines: Vec<u64> = m.coherent.lines.keys().copied().filter(|&l| m.is_pm(l)).collect();
         lines.sort_unstable();
         out.extend(lines.into_iter().map(|l| m.coherent_line(l)));
     }
 
     fn crash_image_is_coherent(&self) -> bool {
-        true
+        !self.no_battery
     }
 
     fn stats(&self, _m: &Machine, out: &mut DesignStats) {

@@ -300,6 +300,16 @@ pub static DESIGNS: &[DesignInfo] = &[
 /// Test-only broken variants (reachable only by names starting with `broken-`).
 pub static BROKEN: &[DesignInfo] = &[
     DesignInfo {
+        name: "broken-eadr-no-battery",
+        about: "TEST ONLY: eADR whose caches are lost at a crash",
+        build: |c| Box::new(eadr::Eadr::broken_no_battery(c)),
+    },
+    DesignInfo {
+        name: "broken-bbb-volatile",
+        about: "TEST ONLY: BBB whose persist buffers are lost at a crash",
+        build: |c| Box::new(bbb::Bbb::broken_volatile(c)),
+    },
+    DesignInfo {
         name: "broken-baseline-no-sfence-stall",
         about: "TEST ONLY: baseline whose sfence does not wait for the flush ACKs",
         build: |c| Box::new(baseline::Baseline::broken_no_stall(c)),

@@ -62,8 +62,13 @@ impl PersistBuffer {
         self.entries.len() < self.cap || self.coalescable(line, epoch).is_some()
     }
 
+    /// Only the line's youngest entry may take a store: an older queued one (a flush NACKed
+    /// back to `Queued` while a newer flush of the line is in flight) would carry the store
+    /// ahead of that newer flush's older words, which its retry would then land on top of.
     fn coalescable(&self, line: u64, epoch: u64) -> Option<usize> {
-        self.entries.iter().rposition(|e| e.data.line == line && e.epoch == epoch && e.state == EntryState::Queued)
+        let i = self.entries.iter().rposition(|e| e.data.line == line)?;
+        let e = &self.entries[i];
+        (e.epoch == epoch && e.state == EntryState::Queued).then_some(i)
     }
 
     /// Adds a store's words; returns (entry id, whether it took a new entry).

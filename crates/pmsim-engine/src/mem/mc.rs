@@ -511,11 +511,15 @@ impl<R: Copy> Mc<R> {
     /// older) lands on top of it later, and into NVM unless one of them is not persistent yet
     /// (waiting for an entry, or under media persistence still queued). Then it persists with
     /// the oldest of them, never before an older write of its line, and its reply waits for that
-    /// (`out_replies`); otherwise the reply is returned for the caller to send now.
+    /// (`out_replies`); otherwise the reply is returned for the caller to send now. While a write
+    /// of the line waits for an entry, the queued writes of a persistent queue are left alone:
+    /// merged there it would be persistent at once, ahead of the waiting older write; the waiting
+    /// one carries it (the queued ones reach the media first, so it still lands on top).
     pub fn apply_functional(&mut self, data: &LineData, nvm: Option<&mut Nvm>, reply: Option<R>) -> Option<R> {
         let queue_persistent = self.queue_persistent();
+        let waits = self.waiting.iter().any(|w| w.data.line == data.line);
         let mut oldest_pending: Option<u64> = None;
-        for e in self.wpq.iter_mut().filter(|e| e.data.line == data.line) {
+        for e in self.wpq.iter_mut().filter(|e| e.data.line == data.line && !(waits && queue_persistent)) {
             e.data.merge(data);
             if !queue_persistent {
                 oldest_pending = Some(oldest_pending.map_or(e.seq, |k| k.min(e.seq)));

@@ -37,7 +37,7 @@ const PARAMS: &[ParamSpec] = &[
         name: "initial",
         default: "1024",
         unit: "elements",
-        range: int(0, 1 << 24),
+        range: int(0, 1 << 20),
         help: "elements in the heap before the run",
     },
     percent("insert_pct", "50", "share of inserts (the rest are delete-min)"),

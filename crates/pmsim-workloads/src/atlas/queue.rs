@@ -36,7 +36,7 @@ const PARAMS: &[ParamSpec] = &[
         name: "initial",
         default: "256",
         unit: "elements",
-        range: int(0, 1 << 24),
+        range: int(0, 1 << 20),
         help: "elements in the queue before the run",
     },
     percent("enqueue_pct", "50", "share of enqueues (the rest are dequeues)"),

@@ -37,7 +37,7 @@ const PARAMS: &[ParamSpec] = &[
         name: "keys",
         default: "4096",
         unit: "keys",
-        range: int(2, 1 << 30),
+        range: int(2, 1 << 21),
         help: "key space; half of it is inserted before the run",
     },
     percent("insert_pct", "50", "share of inserts (the rest are deletes)"),

@@ -275,7 +275,7 @@ pub(crate) const PMDK_EPOCH: ParamSpec = ParamSpec {
 };
 
 const MEMCACHED_PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "items", default: "2048", unit: "items", range: int(1, 1 << 30), help: "slab capacity (items)" },
+    ParamSpec { name: "items", default: "2048", unit: "items", range: int(1, 1 << 20), help: "slab capacity (items)" },
     ParamSpec { name: "keys", default: "4096", unit: "keys", range: int(1, 1 << 30), help: "key space of the clients" },
     ParamSpec { name: "buckets", default: "1024", unit: "buckets", range: int(1, 1 << 30), help: "hash table size" },
     ParamSpec { name: "set_pct", default: "5", unit: "%", range: int(0, 100), help: "share of SETs (the seed's memslap mix: 5%)" },

@@ -40,14 +40,14 @@ pub const PARAMS: &[ParamSpec] = &[
         name: "items",
         default: "1000",
         unit: "rows",
-        range: int(1, 1 << 30),
+        range: int(1, 1 << 17),
         help: "ITEM and STOCK rows per warehouse (TPC-C: 100,000)",
     },
     ParamSpec {
         name: "customers",
         default: "300",
         unit: "rows",
-        range: int(1, 1 << 24),
+        range: int(1, 1 << 12),
         help: "CUSTOMER rows per district (TPC-C: 3,000)",
     },
     ParamSpec {

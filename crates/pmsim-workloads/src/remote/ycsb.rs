@@ -39,7 +39,7 @@ pub const PARAMS: &[ParamSpec] = &[
         name: "tuples",
         default: "4096",
         unit: "tuples",
-        range: int(1, 1 << 24),
+        range: int(1, 1 << 20),
         help: "rows in the YCSB table, partitioned over the clients (N-Store: num_keys / executors)",
     },
     ParamSpec {

@@ -41,7 +41,7 @@ const PARAMS: &[ParamSpec] = &[
         name: "items",
         default: "2048",
         unit: "items",
-        range: int(2, 1 << 24),
+        range: int(2, 1 << 20),
         help: "slab capacity (items); when full, SET evicts the LRU tail",
     },
     ParamSpec { name: "keys", default: "4096", unit: "keys", range: int(1, 1 << 30), help: "key space of the clients" },

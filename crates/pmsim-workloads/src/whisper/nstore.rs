@@ -39,7 +39,7 @@ const PARAMS: &[ParamSpec] = &[
         name: "tuples",
         default: "4096",
         unit: "tuples",
-        range: int(1, 1 << 24),
+        range: int(1, 1 << 20),
         help: "rows in the YCSB table (loaded before the run)",
     },
     percent("update_pct", "80", "share of update transactions (the rest read)"),

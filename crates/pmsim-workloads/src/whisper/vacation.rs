@@ -42,7 +42,7 @@ const PARAMS: &[ParamSpec] = &[
         name: "relations",
         default: "1024",
         unit: "rows",
-        range: int(1, 1 << 24),
+        range: int(1, 1 << 18),
         help: "rows per table (cars, flights, rooms, customers)",
     },
     ParamSpec {
