@@ -131,6 +131,20 @@ impl Incremental {
         cands.extend(r.members().filter(|&p| self.agg.nd[p as usize] > 0));
         cands.sort_unstable_by_key(|&p| g.nodes[p as usize].gid);
         cands.dedup(); // a store may be in two shared bases (x86)
+                       // A one-word store that a later missing candidate of its word supersedes is implied by
+                       // it: name only the latest, so the list (and what a cap of it shows) does not depend on
+                       // how far the set representation pruned (x86's shared bases prune at folds only).
+        let mut latest: FxHashMap<u32, u32> = FxHashMap::default();
+        for &p in &cands {
+            for &(w, pos) in g.store_words(p) {
+                let m = latest.entry(w).or_insert(pos);
+                *m = (*m).max(pos);
+            }
+        }
+        cands.retain(|&p| match g.store_words(p) {
+            [(w, pos)] => latest[w] == *pos,
+            _ => true,
+        });
         cands
     }
 

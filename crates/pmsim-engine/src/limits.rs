@@ -81,7 +81,7 @@ impl Limit {
         }
     }
 
-    fn err(&self, name: &str, got: impl std::fmt::Display) -> ConfigError {
+    pub(crate) fn err(&self, name: &str, got: impl std::fmt::Display) -> ConfigError {
         let what = match self {
             Limit::Choice(_) => format!("unknown value '{got}' (valid: {})", self.describe().replace(" | ", ", ")),
             _ => format!("must be {}, got {got}", self.describe()),

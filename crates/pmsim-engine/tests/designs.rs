@@ -108,6 +108,31 @@ fn tiny_recovery_table_nacks_and_still_completes() {
     }
 }
 
+/// §V-C: the ET records the MCs that took early flushes so that commits go only where records
+/// may be. An early flush NACKed by a full recovery table left nothing at its MC (its retry goes
+/// safe), so an epoch whose only early flush to an MC was NACKed sends that MC no commit: every
+/// commit message needs an accepted early flush (tester I's I6; the old build sent 3 commits for
+/// 2 accepted early flushes here).
+#[test]
+fn a_nacked_early_flush_gets_no_commit_message() {
+    let src = format!(
+        "# pmsim trace v1\nthreads 1\nT0 store {X:#x} 8 1\nT0 store {:#x} 8 1\nT0 store {:#x} 8 1\n\
+         T0 store {:#x} 8 1\nT0 ofence\nT0 store {Y:#x} 8 2\nT0 ofence\nT0 store {:#x} 8 3\nT0 ofence\n\
+         T0 store {Y:#x} 8 4\nT0 dfence\n",
+        X + 0x40,
+        X + 0x80,
+        X + 0xc0,
+        X + 0x100
+    );
+    let mut cfg = Config::default();
+    cfg.set("mc.wpq_entries", "1").unwrap();
+    cfg.set("rt.entries", "1").unwrap();
+    let st = RunStats::collect(&sim(&src, "asap-ep", &cfg));
+    let ds = &st.design_stats;
+    assert!(ds["nacks"] >= 1.0, "no NACK: {ds:?}");
+    assert!(ds["commit_messages"] <= ds["early_flushes"] - ds["nacks"], "{ds:?}");
+}
+
 /// §VI-A: forward progress with the smallest buffers, every workload, 8 threads.
 #[test]
 fn forward_progress_with_tiny_buffers() {

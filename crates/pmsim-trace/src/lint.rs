@@ -188,6 +188,7 @@ struct StoreInfo {
 /// An `rmw` that changed its bytes, waiting for the next change of them (module doc).
 #[derive(Clone, Copy)]
 struct Held {
+    gid: u64,
     thread: usize,
     addr: u64,
     size: u8,
@@ -215,6 +216,10 @@ pub struct Lint<'a> {
     evidence: Evidence,
     /// Per PM word: bytes a `release` without a value addressed (library sync objects).
     sync_objects: FxHashMap<u64, u8>,
+    /// Stores that act on a lock (an rmw, a value-less release, a write completing the
+    /// lock/unlock pattern): only these are exempt on lock bytes; a plain store there (the
+    /// memory reused for data) is data.
+    sync_ops: rustc_hash::FxHashSet<u64>,
     /// Per thread: (word, store gid) flushed since its last fence point, waiting for the next.
     pending: Vec<Vec<(u64, u64)>>,
     /// Per thread: (word, store gid) a `clflush` flushed since the thread's last store or fence
@@ -244,6 +249,7 @@ impl<'a> Lint<'a> {
             held: FxHashMap::default(),
             evidence: FxHashMap::default(),
             sync_objects: FxHashMap::default(),
+            sync_ops: Default::default(),
             pending: vec![Vec::new(); threads],
             clflushed: vec![Vec::new(); threads],
             since_fence: vec![false; threads],
@@ -301,8 +307,9 @@ impl<'a> Lint<'a> {
     }
 
     /// The lock evidence a write to PM gives (module doc): it settles the rmws waiting for a
-    /// change of its bytes, and an rmw that changes its bytes waits for the next one.
-    fn classify(&mut self, t: usize, ev: &Event) {
+    /// change of its bytes, and an rmw that changes its bytes waits for the next one. Returns
+    /// whether the write acts on a lock (an rmw, a value-less release, or the unlock of a pair).
+    fn classify(&mut self, t: usize, ev: &Event) -> bool {
         let before = if ev.kind == Kind::Rmw { self.value(ev.addr, ev.size) } else { None };
         if ev.kind == Kind::Release && !ev.has_value {
             for w in Self::words_of(ev.addr, ev.size as u64) {
@@ -348,11 +355,13 @@ impl<'a> Lint<'a> {
         if ev.kind == Kind::Rmw && !unlocked {
             if let (Some(before), Some(after)) = (before, self.value(ev.addr, ev.size)) {
                 if before != after {
-                    let h = Held { thread: t, addr: ev.addr, size: ev.size, before, after, op: self.op[t] };
+                    let h =
+                        Held { gid: ev.gid, thread: t, addr: ev.addr, size: ev.size, before, after, op: self.op[t] };
                     self.held.entry(ev.addr & !(WORD_BYTES - 1)).or_default().push(h);
                 }
             }
         }
+        ev.kind == Kind::Rmw || (ev.kind == Kind::Release && !ev.has_value) || unlocked
     }
 
     fn store(&mut self, t: usize, ev: &Event) {
@@ -362,7 +371,9 @@ impl<'a> Lint<'a> {
             return;
         }
         self.rep.pm_stores += 1;
-        self.classify(t, ev);
+        if self.classify(t, ev) {
+            self.sync_ops.insert(ev.gid);
+        }
         let nt = ev.kind == Kind::NtStore;
         let state = if nt { State::Flushed } else { State::Dirty };
         let flushed_by = if nt { bit(t) } else { 0 };
@@ -515,6 +526,11 @@ impl<'a> Lint<'a> {
         }
         rep.dialect = "x86";
         let locks = self.lock_bytes();
+        // An rmw still waiting for its unlock when the program ended took a "lock" nobody gave
+        // back: real locks are released by then, so it is data (a reference count's last get,
+        // a stack's last push, whose earlier pairs looked like lock and unlock).
+        let still_held: rustc_hash::FxHashSet<u64> = self.held.values().flatten().map(|h| h.gid).collect();
+        let sync_op = |gid: &u64| self.sync_ops.contains(gid) && !still_held.contains(gid);
         // Is this store's part of word `w` lock bytes, and of a library sync object?
         let lock_of = |w: u64, mask: u8| -> Option<bool> {
             let &(l, obj) = locks.get(&w)?;
@@ -526,7 +542,7 @@ impl<'a> Lint<'a> {
         for (&w, slots) in &self.words {
             let (mut data, mut lock) = (false, false);
             for s in slots.iter().filter(|s| s.state != State::Persisted) {
-                if let Some(obj) = lock_of(w, s.mask) {
+                if let Some(obj) = lock_of(w, s.mask).filter(|_| sync_op(&s.gid)) {
                     lock = true;
                     *sync.entry(s.gid).or_insert(obj) &= obj;
                     continue;
@@ -550,7 +566,7 @@ impl<'a> Lint<'a> {
         let mut late: Vec<(u64, bool)> = self
             .late
             .iter()
-            .filter(|&(_, &(w, mask, _))| lock_of(w, mask).is_none())
+            .filter(|&(gid, &(w, mask, _))| lock_of(w, mask).is_none() || !sync_op(gid))
             .map(|(&gid, &(_, _, persisted))| (gid, persisted))
             .collect();
         late.sort_unstable();
@@ -802,6 +818,40 @@ mod tests {
         for unlock in ["T0 rmw 0x100000040 8 0", "T0 release 0x100000040 8 0"] {
             let r = lint(&body.replace("T0 store 0x100000040 8 0\nT0 end", &format!("{unlock}\nT0 end")));
             assert_eq!((unpersisted(&r), r.late_stores, r.unpersisted_sync_words), (vec![], 0, 1), "{unlock}");
+        }
+    }
+
+    #[test]
+    fn data_on_lock_bytes_is_data_when_no_lock_operation_wrote_it() {
+        // Tester J: a spinlock's (or a pthread mutex's) memory reused for data: the last store
+        // is a plain data store, no unlock: reported.
+        let head = "threads 1\nT0 store 0x100002000 8 1\nT0 clwb 0x100002000\nT0 sfence\n";
+        let spin = "T0 rmw 0x100000000 8 1\nT0 store 0x100000000 8 0\nT0 rmw 0x100000000 8 1\n\
+                    T0 store 0x100000000 8 0\nT0 store 0x100000000 8 123456789\n";
+        let r = lint(&format!("{head}{spin}"));
+        assert_eq!((unpersisted(&r), r.unpersisted_sync_words), (vec![(7, "never-flushed")], 0));
+        let r = lint(&format!("{head}T0 acquire 0x100000000\nT0 release 0x100000000\nT0 store 0x100000000 8 77\n"));
+        assert_eq!((unpersisted(&r), r.unpersisted_sync_words), (vec![(5, "never-flushed")], 0));
+        // The spinlock alone, released at the end, is a lock.
+        let r = lint(&format!("{head}{}", spin.rsplit_once("T0 store 0x100000000 8 123456789").unwrap().0));
+        assert_eq!((unpersisted(&r), r.unpersisted_sync_words), (vec![], 1));
+    }
+
+    #[test]
+    fn an_rmw_nobody_gave_back_by_the_end_is_data() {
+        // Tester J: a reference count's get/put pairs and a stack's push/pop pairs restore the
+        // value like lock/unlock; the last get (push) is never undone: a lock would have been
+        // released by the end, so it is data, and unflushed it is reported. (The word's value
+        // before the first rmw must be known, as a program initialises it: otherwise the pairs
+        // are read the other way round, put as the lock and get as its unlock.)
+        for (a, b) in [("2", "1"), ("100001000", "0")] {
+            let body = format!(
+                "threads 1\nT0 store 0x100000000 8 {b}\nT0 clwb 0x100000000\nT0 sfence\n\
+                 T0 rmw 0x100000000 8 {a}\nT0 rmw 0x100000000 8 {b}\nT0 rmw 0x100000000 8 {a}\n\
+                 T0 rmw 0x100000000 8 {b}\nT0 rmw 0x100000000 8 {a}\n"
+            );
+            let r = lint(&body);
+            assert_eq!((unpersisted(&r), r.unpersisted_sync_words), (vec![(7, "never-flushed")], 0), "{a}/{b}");
         }
     }
 

@@ -47,6 +47,9 @@ pub struct Broken {
     pub no_cross_thread_wait: bool,
 }
 
+/// `mc.count`'s maximum (config.rs).
+const MAX_MCS: usize = 16;
+
 const FLUSH: u16 = 1;
 const ARRIVE: u16 = 2;
 const ACK: u16 = 3;
@@ -92,8 +95,12 @@ struct Epoch {
     stores: u32,
     closed: bool,
     deps: Vec<Dep>,
-    /// MCs that received early flushes of this epoch (bit per MC).
+    /// MCs that received early flushes of this epoch (bit per MC): those that may hold its
+    /// undo or delay records, so its commit goes to them (ASAP §V-C). A bit clears when every
+    /// early flush of the epoch to that MC came back NACKed: they left nothing there.
     early_mcs: u32,
+    /// Per MC: early flushes of this epoch sent and not NACKed.
+    early_sent: [u16; MAX_MCS],
     commit_acks: u32,
     committing: bool,
 }
@@ -113,6 +120,7 @@ impl Epoch {
             closed: false,
             deps: Vec::new(),
             early_mcs: 0,
+            early_sent: [0; MAX_MCS],
             commit_acks: 0,
             committing: false,
         }
@@ -458,6 +466,7 @@ impl Buffered {
                     let mc = m.mc_of(pkt.data.line);
                     if let Some(ep) = self.cores[c].et.iter_mut().find(|x| x.ts == pkt.epoch) {
                         ep.early_mcs |= 1 << mc;
+                        ep.early_sent[mc] += 1;
                     }
                 } else {
                     self.c.safe += 1;
@@ -559,10 +568,20 @@ impl Buffered {
         m.note("nack", c, 0);
         let core = &mut self.cores[c];
         if let Some(e) = core.pb.get_mut(entry) {
+            let was_early = e.state == (EntryState::InFlight { early: true });
             e.state = EntryState::Queued;
             e.nacked = true;
-            let ep = e.epoch;
+            let (ep, line) = (e.epoch, e.data.line);
             core.nack_until = Some(core.nack_until.map_or(ep, |x| x.max(ep)));
+            if was_early {
+                let mc = m.mc_of(line);
+                if let Some(x) = core.et.iter_mut().find(|x| x.ts == ep) {
+                    x.early_sent[mc] -= 1;
+                    if x.early_sent[mc] == 0 {
+                        x.early_mcs &= !(1 << mc);
+                    }
+                }
+            }
         }
         self.kick(m, c);
     }
