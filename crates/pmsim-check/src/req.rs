@@ -335,6 +335,17 @@ impl Req {
     }
 }
 
+/// Keeps one entry per key of a list sorted by (key, value): the last, i.e. the largest value.
+fn keep_last_per_key<K: PartialEq, V: Copy>(list: &mut Vec<(K, V)>) {
+    list.dedup_by(|later, earlier| {
+        let same = later.0 == earlier.0;
+        if same {
+            earlier.1 = later.1;
+        }
+        same
+    });
+}
+
 /// `out = a ∪ b` for sorted, duplicate-free lists.
 fn merge_sorted(a: &[NodeId], b: &[NodeId], out: &mut Vec<NodeId>) {
     out.clear();
@@ -392,14 +403,7 @@ impl Base {
         prune_superseded(&mut ids, g);
         let mut latest: Vec<(u32, u32)> = ids.iter().flat_map(|&p| g.store_words(p).iter().copied()).collect();
         latest.sort_unstable();
-        // Keep the last (latest) entry of each word.
-        latest.dedup_by(|later, earlier| {
-            let same = later.0 == earlier.0;
-            if same {
-                earlier.1 = later.1;
-            }
-            same
-        });
+        keep_last_per_key(&mut latest);
         // Extend the lineage of the largest parent if no other fold of it has; else start one.
         let extended = from.iter().max_by_key(|b| b.ids.len()).and_then(|b| {
             let next = b.generation + 1;
@@ -413,13 +417,7 @@ impl Base {
         let mut incl: Vec<(u64, u32)> = from.iter().flat_map(|b| b.incl.iter().copied()).collect();
         incl.push((lineage.id, generation));
         incl.sort_unstable();
-        incl.dedup_by(|later, earlier| {
-            let same = later.0 == earlier.0;
-            if same {
-                earlier.1 = later.1;
-            }
-            same
-        });
+        keep_last_per_key(&mut incl);
         if incl.len() > MAX_LINEAGES {
             // Keep this base's own entry and the most recent other lineages.
             let mut extra = incl.len() - MAX_LINEAGES;

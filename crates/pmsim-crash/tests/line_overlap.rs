@@ -99,17 +99,22 @@ fn overlapping_line_flushes_shorten_the_dfence_wait() {
     }
 }
 
-/// Seeded random traces over three lines (two MCs): stores to random words, ofences, dfences,
-/// 1 or 2 threads, a one-record recovery table so flushes are NACKed while later flushes of the
-/// same line are in flight.
-fn random_trace(seed: u64) -> Arc<Trace> {
+/// A seeded xorshift generator: `next(n)` is in `0..n`.
+fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = |n: u64| {
+    move |n| {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         x % n
-    };
+    }
+}
+
+/// Seeded random traces over three lines (two MCs): stores to random words, ofences, dfences,
+/// 1 or 2 threads, a one-record recovery table so flushes are NACKed while later flushes of the
+/// same line are in flight.
+fn random_trace(seed: u64) -> Arc<Trace> {
+    let mut next = xorshift(seed);
     let threads = 1 + next(2) as usize;
     let mut s = format!("# pmsim trace v1\nthreads {threads}\n");
     for i in 0..40 {
@@ -233,13 +238,7 @@ fn a_functional_delay_record_never_persists_ahead_of_a_waiting_older_write_of_it
 /// or two words over five lines on two MCs (64 B interleave), rmws of a lock word, compute gaps,
 /// under the artifact configuration with a 1-2 record recovery table and a 1-4 entry WPQ.
 fn random_artifact_trace(seed: u64) -> (Arc<Trace>, Config) {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut next = xorshift(seed);
     let threads = 1 + next(3) as usize;
     let mut s = format!("# pmsim trace v1\nthreads {threads}\n");
     for i in 0..30 {
