@@ -351,6 +351,10 @@ pub struct CoreHw {
     pub drain_stall: Option<StallCause>,
     /// The core is blocked: why, and since when.
     pub blocked: Option<(StallCause, u64)>,
+    /// What the core itself waits for behind its store buffer (a full buffer, an atomic, a
+    /// fence, an EP load behind a barrier) while `blocked` may name the design structure that
+    /// refuses the buffer's head instead; `None` when the core is not waiting behind the buffer.
+    pub blocked_own: Option<StallCause>,
     pub wait_seq: Option<u64>,
     pub wait_sb_space: bool,
     pub wait_sb_empty: bool,
@@ -459,6 +463,7 @@ impl Machine {
                 head_done: false,
                 drain_stall: None,
                 blocked: None,
+                blocked_own: None,
                 wait_seq: None,
                 wait_sb_space: false,
                 wait_sb_empty: false,
@@ -729,36 +734,54 @@ impl Machine {
         }
     }
 
-    /// The design can now admit the store it refused (`admit_store`): retry the drain.
+    /// The design can now admit the store it refused (`admit_store`): retry the drain. A core
+    /// waiting behind its store buffer waits for its own reason again (the retry may be refused
+    /// anew, which charges the structure again).
     pub fn resume_drain(&mut self, core: usize) {
+        let now = self.now;
         let c = &mut self.cores[core];
         if c.drain_stall.is_some() && !c.drain_scheduled {
+            if let (Some((held, since)), Some(own), Some(stall)) = (c.blocked, c.blocked_own, c.drain_stall) {
+                if held == stall && held.is_structural() {
+                    c.stats.stall_ps[held as usize] += now.saturating_sub(since);
+                    c.blocked = Some((own, now.max(since)));
+                }
+            }
             c.drain_stall = None;
             c.drain_scheduled = true;
             self.schedule(self.now, Ev::Drain(core as u16));
         }
     }
 
-    /// What a core about to wait behind its store buffer for `own` reasons (an atomic) waits
-    /// for: the design structure holding the drain, if one does (so the stall breakdown names
-    /// the full persist buffer, not the atomic queued behind it).
-    pub fn behind_drain(&self, core: usize, own: StallCause) -> StallCause {
-        match self.cores[core].drain_stall {
-            Some(c) if c.is_structural() => c,
+    /// Blocks `core` from `since` behind its store buffer for `own` reasons (a full buffer, an
+    /// atomic, a fence, an EP load behind a barrier): charged to the design structure holding
+    /// the drain while one does (so the stall breakdown names the full persist buffer, not
+    /// what is queued behind it), to `own` otherwise.
+    pub fn block_behind(&mut self, core: usize, own: StallCause, since: u64) {
+        let c = &mut self.cores[core];
+        let cause = match c.drain_stall {
+            Some(s) if s.is_structural() => s,
             _ => own,
-        }
+        };
+        c.blocked = Some((cause, since));
+        c.blocked_own = Some(own);
     }
 
     /// The design refused the store buffer's head (`Design::admit_store`): the drain waits for
-    /// `cause`, and so, from now on, does a core blocked behind its store buffer (an atomic or a
-    /// fence waiting for it, or a full buffer); its stall so far stays charged to the old cause.
+    /// `cause`, and so, from now on, does a core blocked behind its store buffer (a full
+    /// buffer, an atomic, a fence or an EP load waiting for it), until the structure can admit
+    /// the head again ([`Machine::resume_drain`]); its stall so far stays charged to what it
+    /// was (its own cause, or another structure that refused before, e.g. a full persist buffer
+    /// before the recovery table NACKs).
     pub fn drain_refused(&mut self, core: usize, cause: StallCause) {
         let now = self.now;
         let c = &mut self.cores[core];
         c.drain_stall = Some(cause);
-        let behind = c.wait_sb_empty || c.wait_sb_space || c.wait_seq.is_some();
-        if let Some((old, since)) = c.blocked {
-            if behind && old != cause && matches!(old, StallCause::SbFull | StallCause::Atomic) {
+        if let (Some((old, since)), Some(own)) = (c.blocked, c.blocked_own) {
+            // An ordering wait at the head (the baseline's store behind an unacknowledged sync
+            // predecessor) replaces only a wait for the buffer itself, not a fence's own.
+            let moves = cause.is_structural() || matches!(own, StallCause::SbFull | StallCause::Atomic);
+            if moves && old != cause {
                 c.stats.stall_ps[old as usize] += now.saturating_sub(since);
                 c.blocked = Some((cause, now.max(since)));
             }
@@ -778,6 +801,7 @@ impl Machine {
     /// Marks the core blocked from `since`.
     pub fn block_core(&mut self, core: usize, cause: StallCause, since: u64) {
         self.cores[core].blocked = Some((cause, since));
+        self.cores[core].blocked_own = None;
     }
 
     /// Unblocks `core` if a held eviction blocked it ([`Design::on_private_evict`]): blocked for
@@ -798,6 +822,7 @@ impl Machine {
         let now = self.now;
         let c = &mut self.cores[core];
         if let Some((cause, since)) = c.blocked.take() {
+            c.blocked_own = None;
             c.stats.stall_ps[cause as usize] += now.saturating_sub(since);
             c.time = c.time.max(now);
             c.wait_seq = None;

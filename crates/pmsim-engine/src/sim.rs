@@ -329,9 +329,12 @@ impl Simulator {
         let core = &mut self.m.cores[c];
         if core.sb.len() >= core.sb_cap {
             core.wait_sb_space = true;
-            let cause = core.drain_stall.unwrap_or(StallCause::SbFull);
+            let own = match core.drain_stall {
+                Some(s) if !s.is_structural() => s,
+                _ => StallCause::SbFull,
+            };
             let now = self.m.now;
-            self.m.block_core(c, cause, now);
+            self.m.block_behind(c, own, now);
             return None;
         }
         let seq = core.next_seq;
@@ -386,7 +389,7 @@ impl Simulator {
             Kind::Load | Kind::Acquire => {
                 if self.design.loads_wait_for_barriers() && self.m.cores[c].sb.iter().any(|e| e.kind.is_barrier()) {
                     self.m.cores[c].wait_sb_empty = true;
-                    self.m.block_core(c, StallCause::Fence, now);
+                    self.m.block_behind(c, StallCause::Fence, now);
                     return false;
                 }
                 if ev.kind == Kind::Acquire && !self.sync_ready(ev.addr, true, ev.aux, c, false) {
@@ -409,8 +412,7 @@ impl Simulator {
             Kind::Rmw => {
                 if !self.m.cores[c].sb.is_empty() {
                     self.m.cores[c].wait_sb_empty = true;
-                    let cause = self.m.behind_drain(c, StallCause::Atomic);
-                    self.m.block_core(c, cause, now);
+                    self.m.block_behind(c, StallCause::Atomic, now);
                     return false;
                 }
                 let Some(seq) = self.push_sb(c, ev) else { return false };
@@ -418,8 +420,7 @@ impl Simulator {
                 core.stats.instructions += 1;
                 core.stats.stores += 1;
                 core.wait_seq = Some(seq);
-                let cause = self.m.behind_drain(c, StallCause::Atomic);
-                self.m.block_core(c, cause, now);
+                self.m.block_behind(c, StallCause::Atomic, now);
                 true
             }
             Kind::Store | Kind::NtStore | Kind::Release | Kind::Clwb | Kind::ClflushOpt | Kind::Clflush => {
@@ -443,7 +444,7 @@ impl Simulator {
                     let cause = if ev.kind == Kind::Dfence { StallCause::Dfence } else { StallCause::Fence };
                     let t = self.m.cores[c].time;
                     self.m.cores[c].wait_seq = Some(seq);
-                    self.m.block_core(c, cause, t);
+                    self.m.block_behind(c, cause, t);
                 }
                 true
             }

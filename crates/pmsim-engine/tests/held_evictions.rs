@@ -114,3 +114,51 @@ fn an_acquire_and_a_store_to_the_lock_line_make_one_dependency() {
     assert_eq!(s.design_stats["cdr_messages"], 1.0);
     assert_eq!(s.design_stats["epochs"], 2.0);
 }
+
+/// 20 `store; ofence` pairs alternating between two cached PM lines (one per MC), then `last`.
+fn ofence_chain(last: &str) -> Arc<pmsim_trace::Trace> {
+    let mut src = String::from("# pmsim trace v1\nthreads 1\nT0 load 0x100000000 8\nT0 load 0x100001000 8\n");
+    for i in 0..20u64 {
+        src += &format!("T0 store 0x10000{}000 8 {:x}\nT0 ofence\n", i % 2, i + 1);
+    }
+    src += last;
+    Arc::new(parse_str("chain.trace", &src).unwrap())
+}
+
+fn stalls(t: &Arc<pmsim_trace::Trace>, set: &[(&str, &str)]) -> std::collections::BTreeMap<String, u64> {
+    let mut cfg = Config::default();
+    for (k, v) in set {
+        cfg.set(k, v).unwrap();
+    }
+    let s = simulate(t, &cfg, "asap-ep").unwrap();
+    s.stall_cycles.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+#[test]
+fn a_fence_behind_a_refused_store_is_charged_to_the_refusing_structure_until_it_admits() {
+    // The same wait behind a full persist buffer or epoch table, whether a dfence or an
+    // atomic queues behind it: the structure is charged while it refuses the buffer's head,
+    // the dfence only for its own wait once the buffer has drained into the PB.
+    let (fence, atomic) = (ofence_chain("T0 dfence\n"), ofence_chain("T0 rmw 0x100002000 8 1\n"));
+    for (key, set) in [("pb_full", ("pb.entries", "1")), ("et_full", ("et.entries", "1"))] {
+        let (f, a) = (stalls(&fence, &[set]), stalls(&atomic, &[set]));
+        assert!(a[key] > 1000, "{key}: the refused head is the atomic's wait: {a:?}");
+        assert!(f[key] * 10 >= a[key] * 9, "{key}: the dfence hides the structure's stall: {f:?} vs {a:?}");
+        assert!(f["dfence"] < f[key], "{key}: {f:?}");
+    }
+    let f = stalls(&fence, &[("pb.entries", "1")]);
+    assert!(f["dfence"] > 0, "once the PB admits the head, the dfence waits for itself: {f:?}");
+}
+
+#[test]
+fn a_recovery_table_nack_takes_over_a_persist_buffer_stall() {
+    // A tiny recovery table NACKs flushes; the core, already charged to the full persist
+    // buffer, is then held by the NACK fallback.
+    let t = ofence_chain("T0 rmw 0x100002000 8 1\n");
+    let mut cfg = Config::default();
+    cfg.set("rt.entries", "1").unwrap();
+    cfg.set("pb.entries", "2").unwrap();
+    let s = simulate(&t, &cfg, "asap-ep").unwrap();
+    assert!(s.design_stats["nacks"] > 0.0);
+    assert!(s.stall_cycles["nack"] > 0, "{:?}", s.stall_cycles);
+}
