@@ -438,6 +438,7 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
         PMSIM_TRACE_REPORT=str(report),
     )
     procs: dict = {}
+    threads = 0
     with _PassSignals() as signals:
         try:
             tmp.unlink(missing_ok=True)
@@ -457,6 +458,7 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
                 _repair(tmp, f"exited with status {r} without finishing the trace")
             if procs["untraced"]:
                 add_meta_binary(tmp, _procs_meta(procs))
+            threads = _threads(tmp)
             done = tmp
             if text:
                 _core.trace_convert(str(tmp), str(converted), False)
@@ -473,6 +475,13 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
                 shutil.rmtree(scratch, ignore_errors=True)
     _warn_processes(procs, output)
     _hint_flushes(procs, pm)
+    if threads > MAX_SIM_THREADS:
+        print(
+            f"pmsim: warning: trace record: {output} has {threads} threads; pmsim lints and analyzes it "
+            f"(with --instr-ops-per-s) but simulates at most {MAX_SIM_THREADS} (one core per thread): "
+            "run the program with fewer threads to simulate it",
+            file=sys.stderr,
+        )
     if crashed:
         sig = -r
         try:
@@ -584,6 +593,21 @@ def _procs_meta(procs: dict) -> list[tuple[str, str]]:
         meta.append(("traced_process", meta_value(f"{name} (pid {pid})")))
     names = ", ".join(f"{name} (pid {pid})" for pid, name in procs["untraced"])
     return meta + [("untraced_processes", meta_value(names))]
+
+
+# One simulated core per trace thread (core.count, docs/config.md).
+MAX_SIM_THREADS = 64
+
+
+def _threads(path: Path) -> int:
+    """The recorded trace's thread count (0 if its header cannot be read: the warning it feeds
+    is not worth failing a recording for)."""
+    from pmsim import _core
+
+    try:
+        return _core.trace_threads(str(path))
+    except Exception:
+        return 0
 
 
 def _warn_processes(procs: dict, output: str) -> None:

@@ -62,6 +62,12 @@ static void *poster(void *a) {
   pause();
   return NULL;
 }
+static void *op_thread(void *a) {
+  pmsim_begin("op");
+  persist(&pm[8 * ((long)a % 64)], (uint64_t)(long)a);
+  pmsim_end("op");
+  return NULL;
+}
 static void *ender(void *a) {
   (void)a;
   pmsim_begin("op");
@@ -121,6 +127,11 @@ int main(int argc, char **argv) {
       pthread_create(&t, NULL, short_thread, (void *)i);
       pthread_join(t, NULL);
     }
+  } else if (!strcmp(mode, "wide")) {
+    /* n threads created before any is joined: n + 1 trace threads. */
+    pthread_t t[128];
+    for (long i = 0; i < n && i < 128; i++) pthread_create(&t[i], NULL, op_thread, (void *)i);
+    for (long i = 0; i < n && i < 128; i++) pthread_join(t[i], NULL);
   } else if (!strcmp(mode, "pthread_exit")) {
     pthread_t t;
     pthread_create(&t, NULL, ender, NULL);
@@ -266,7 +277,23 @@ def test_threads_that_ended_leave_their_slot_to_later_threads(prog, tmp_path):
     # main's join acquires: in the one stream, thread k's events lie between its pair.
     assert sum(1 for e in ev if e[0] == "T1" and e[1] == "acquire") == 100
     assert sum(1 for e in ev if e[0] == "T1" and e[1] == "release") == 100
+    assert "warning" not in r.stderr
     _replays(out)
+
+
+def test_more_threads_than_cores_record_with_a_warning_and_analyze_with_a_given_rate(prog, tmp_path):
+    out = tmp_path / "wide.trace"
+    r = _record(prog, out, "wide", "70")
+    assert r.returncode == 0, r.stderr
+    assert "has 71 threads" in r.stderr and "at most 64" in r.stderr, r.stderr
+    run = pmsim_cli("run", "--trace", out, "--design", "eadr")
+    assert run.returncode == 2 and "71 threads" in run.stderr
+    # The critical path needs no timing engine; only the instruction rate does.
+    a = pmsim_cli("analyze", "--trace", out, "--model", "epoch")
+    assert a.returncode == 2 and "--instr-ops-per-s" in a.stderr, a.stderr
+    a = pmsim_cli("analyze", "--trace", out, "--model", "epoch", "--instr-ops-per-s", "1e6", "--json")
+    assert a.returncode == 0, a.stderr
+    assert json.loads(a.stdout)["persists"] >= 70
 
 
 def test_pthread_exit_is_joined_like_a_return(prog, tmp_path):

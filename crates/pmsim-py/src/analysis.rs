@@ -51,7 +51,9 @@ pub fn analyze(input: &Input, req: &Request, cfg: &Config) -> Result<Vec<Report>
             let counts = analyze_file(p, &models, &acfg).map_err(|e| e.to_string())?;
             let instr = match req.instr_ops_per_s {
                 Some(r) => Some(r),
-                None if has_ops(&counts) => Some(instr_rate(&runner::run(input, "eadr", cfg, false, None)?, path)?),
+                None if has_ops(&counts) => {
+                    Some(instr_rate(&runner::run(input, "eadr", cfg, false, None).map_err(rate_run_failed)?, path)?)
+                }
                 None => None,
             };
             (counts, instr)
@@ -80,15 +82,27 @@ fn in_memory(
         Some(r) => Some(r),
         None if !has_ops(&counts) => None,
         None => {
-            let cfg = &cfg.for_threads(t.num_threads());
-            let d = design::for_trace("eadr", cfg, false, t.dialect())?;
-            let mut sim = Simulator::new(cfg, d, t.pm.clone(), VecSource::all(t), t.labels.clone(), false)
-                .map_err(|e| e.to_string())?;
-            sim.run().map_err(|e| e.to_string())?;
-            Some(instr_rate(&RunStats::collect(&sim), what)?)
+            let run = || -> Result<RunStats, String> {
+                let cfg = &cfg.for_threads(t.num_threads());
+                let d = design::for_trace("eadr", cfg, false, t.dialect())?;
+                let mut sim = Simulator::new(cfg, d, t.pm.clone(), VecSource::all(t), t.labels.clone(), false)
+                    .map_err(|e| e.to_string())?;
+                sim.run().map_err(|e| e.to_string())?;
+                Ok(RunStats::collect(&sim))
+            };
+            Some(instr_rate(&run().map_err(rate_run_failed)?, what)?)
         }
     };
     Ok((counts, instr))
+}
+
+/// The analysis itself needs no timing engine; only the instruction rate does. A trace the
+/// engine cannot run (e.g. more threads than it has cores) is still analysed with a given rate.
+fn rate_run_failed(e: String) -> String {
+    format!(
+        "{e}; the instruction rate comes from an eadr run of the trace, which failed: give \
+         --instr-ops-per-s to analyze it without the timing engine"
+    )
 }
 
 fn is_regular(p: &Path) -> bool {

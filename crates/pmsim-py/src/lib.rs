@@ -193,6 +193,13 @@ fn trace_meta(path: String) -> PyResult<Vec<(String, String)>> {
     pmsim_trace::meta::read_meta(std::path::Path::new(&path)).map_err(|e| err(e.to_string()))
 }
 
+/// The thread count in a binary trace's header.
+#[pyfunction]
+fn trace_threads(path: String) -> PyResult<usize> {
+    let src = pmsim_trace::BinarySource::open(std::path::Path::new(&path), 0).map_err(|e| err(e.to_string()))?;
+    Ok(src.header().threads)
+}
+
 /// Rewrites the binary trace a killed program left at `src` (whole blocks, END appended by the
 /// repair) to `dst`, cut at its first missing event (`binary::read_to_first_gap`); returns how
 /// many events after the gap were dropped. META is not carried (the caller adds it).
@@ -335,6 +342,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workload_params_check, m)?)?;
     m.add_function(wrap_pyfunction!(trace_generate, m)?)?;
     m.add_function(wrap_pyfunction!(trace_meta, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_threads, m)?)?;
     m.add_function(wrap_pyfunction!(trace_cut_at_gap, m)?)?;
     m.add_function(wrap_pyfunction!(crash, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;

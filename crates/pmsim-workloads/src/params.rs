@@ -187,6 +187,14 @@ impl Params {
         if !(1..=64).contains(&threads) {
             return Err(err(format!("threads = {threads} is not from 1 to 64")));
         }
+        // The hybrid remote stream runs on one thread beyond the workers (broi/common.rs).
+        if threads == 64 && vals.get("remote_gap").is_some_and(|&g| g > 0) {
+            return Err(err(
+                "threads = 64 with remote_gap > 0 makes 65 threads (the remote stream runs on one more); at most 63 \
+                 with a remote stream"
+                    .into(),
+            ));
+        }
         let key_size = vals["key_size"] as usize;
         let value_size = vals["value_size"] as usize;
         if !(8..=128).contains(&key_size) || !(8..=128).contains(&value_size) {
@@ -282,5 +290,14 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("exceeds"), "{e}");
+    }
+
+    #[test]
+    fn a_remote_stream_counts_against_the_thread_limit() {
+        let hash = crate::list().into_iter().find(|x| x.name() == "hash").unwrap();
+        let p = |t: &str| BTreeMap::from([("threads".into(), t.to_string()), ("remote_gap".into(), "100".into())]);
+        let e = Params::parse("hash", hash.params(), &p("64")).unwrap_err().to_string();
+        assert!(e.contains("65 threads") && e.contains("at most 63"), "{e}");
+        assert!(Params::parse("hash", hash.params(), &p("63")).is_ok());
     }
 }
