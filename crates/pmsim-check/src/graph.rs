@@ -400,6 +400,11 @@ impl Graph {
                     }
                 } else if matches!(e.kind, Kind::Clwb | Kind::ClflushOpt | Kind::Clflush) {
                     flushed = true;
+                    if e.kind == Kind::Clflush && model != Model::X86 && fences == FenceReading::Mapped {
+                        // The mapping designs take a clflush as an ofence after it (x86 orders
+                        // it with the thread's later stores; docs/design.md §3).
+                        new_epoch(&mut epoch, &mut epoch_start[t], thread_nodes[t].len());
+                    }
                 }
             }
             epoch_start[t].push(thread_nodes[t].len() as u32); // sentinel end

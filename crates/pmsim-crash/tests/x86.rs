@@ -416,3 +416,26 @@ fn a_load_makes_what_it_read_visible_to_the_threads_later_flush() {
         assert!(!v.durable, "{v:?}");
     }
 }
+
+/// The check by a mapping design's own promise (no `--model`) reads a `clflush` as the designs
+/// run it, an ofence after it, so a design that let later stores pass it is caught there too,
+/// not only under `--model x86` (before, only x86 held them to it).
+#[test]
+fn a_design_whose_clflush_orders_nothing_fails_its_own_promise() {
+    // As in the test above: twenty lines of MC 0, twenty of MC 1, slow one-entry WPQs; no fence.
+    let mut s = String::from("# pmsim trace v1\nthreads 1\n");
+    for i in 0..40u64 {
+        let a = 0x1_0000_0000u64 + 64 * (i % 20) + 4096 * (i / 20);
+        writeln!(s, "T0 store {a:#x} 8 {:x}\nT0 clflush {a:#x}", i + 1).unwrap();
+    }
+    let trace = || pmsim_trace::text::parse_str("clflush", &s).unwrap();
+    let mut slow = Config::default();
+    slow.set("mc.wpq_entries", "1").unwrap();
+    slow.set("pm.write_gbps", "0.2").unwrap();
+    let ok = crash_every(trace(), "hops-rp", slow.clone(), None);
+    assert!(ok.images > 10 && ok.failures.is_empty(), "{:?}", ok.failures.first());
+    let r = crash_every(trace(), "broken-hops-rp-clflush-unordered", slow, None);
+    let v = r.failures.into_iter().find_map(|f| f.verdict);
+    let v = v.unwrap_or_else(|| panic!("not caught in {} images", r.images));
+    assert!(!v.consistent, "{v:?}");
+}

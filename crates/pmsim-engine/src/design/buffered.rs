@@ -45,6 +45,8 @@ pub struct Broken {
     pub no_delay: bool,
     pub commit_before_ack: bool,
     pub no_cross_thread_wait: bool,
+    /// A `clflush` orders nothing (no ofence after it).
+    pub clflush_unordered: bool,
 }
 
 /// `mc.count`'s maximum (config.rs).
@@ -1287,7 +1289,7 @@ impl super::Design for Buffered {
     fn on_flush(&mut self, m: &mut Machine, c: usize, kind: Kind, _line: u64) -> Step {
         self.c.clwb_ignored += 1;
         self.cores[c].saw_flush = true;
-        if kind == Kind::Clflush {
+        if kind == Kind::Clflush && !self.broken.clflush_unordered {
             // x86 orders a clflush (not clflushopt/clwb) with the thread's later stores: what it
             // flushes persists before them, fence or not (a program may order by clflush alone).
             self.c.clflush_as_ofence += 1;

@@ -28,3 +28,14 @@ pub fn broken_no_cross_thread_wait(cfg: &Config) -> Buffered {
         Broken { no_cross_thread_wait: true, ..Broken::default() },
     )
 }
+
+/// TEST ONLY: HOPS (RP) that takes a `clflush` as a plain flush, not as an ofence after it.
+pub fn broken_clflush_unordered(cfg: &Config) -> Buffered {
+    Buffered::new(
+        "broken-hops-rp-clflush-unordered",
+        Policy::Hops,
+        Promise::Rp,
+        cfg,
+        Broken { clflush_unordered: true, ..Broken::default() },
+    )
+}

@@ -335,6 +335,11 @@ pub static BROKEN: &[DesignInfo] = &[
         build: |c| Box::new(hops::broken_no_cross_thread_wait(c)),
     },
     DesignInfo {
+        name: "broken-hops-rp-clflush-unordered",
+        about: "TEST ONLY: HOPS (RP) whose clflush orders nothing (no ofence after it)",
+        build: |c| Box::new(hops::broken_clflush_unordered(c)),
+    },
+    DesignInfo {
         name: "broken-broi-cross-barrier",
         about: "TEST ONLY: BROI whose Ready-SET includes the Next-SET (requests pass their thread's barrier)",
         build: |c| Box::new(delegated::Delegated::new("broken-broi-cross-barrier", "broi", c, true)),
