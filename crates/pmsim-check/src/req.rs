@@ -187,7 +187,7 @@ impl Req {
         if same_base && Arc::ptr_eq(&self.ind, &src.ind) {
             return grew || added;
         }
-        if g.model == Model::X86 && same_base && self.ind.is_empty() && !src.ind.is_empty() {
+        if same_base && self.ind.is_empty() && !src.ind.is_empty() {
             let c = &self.c;
             if src.ind.iter().all(|&p| g.nodes[p as usize].pos >= c[g.nodes[p as usize].thread as usize]) {
                 // An inherited set (a store after its fence point): share it until written.
@@ -196,13 +196,7 @@ impl Req {
                 return true;
             }
         }
-        if g.model == Model::X86 {
-            added |= self.merge_ind(&src.ind, g);
-        } else {
-            for &p in src.ind.iter() {
-                added |= self.add(p, g);
-            }
-        }
+        added |= self.merge_ind(&src.ind, g);
         grew || added
     }
 
@@ -290,7 +284,7 @@ impl Req {
                     self.prune(g);
                     self.prune_at = (2 * self.ind.len()).max(PRUNE_AT) as u32;
                     let kept = self.ind.binary_search(&p).is_ok();
-                    if g.model == Model::X86 && self.ind.len() > FOLD_ANYWHERE * share_at(self.bases_len()) {
+                    if self.ind.len() > FOLD_ANYWHERE * share_at(self.bases_len()) {
                         self.fold(g);
                     }
                     return kept;

@@ -21,6 +21,47 @@ fn baseline_without_the_sfence_stall_is_caught() {
     caught("broken-baseline-no-sfence-stall", &["array", "dash-eh"]);
 }
 
+/// T0 fills one epoch with 30 lines of MC 0, then, each after an ofence, stores one more and
+/// releases a lock; T1 acquires it and, after an ofence, stores one line of MC 1 (EP orders the
+/// store after T0's second epoch through the lock's conflict). T0's second epoch is the
+/// in-order controller's second global epoch, while T1's store joins the first, still draining
+/// on slow NVM: only the core's dependency wait keeps it behind T0's second epoch.
+#[test]
+fn delegated_without_the_dependency_wait_is_caught() {
+    use pmsim_crash::{run, Instants, Request};
+    use std::sync::Arc;
+    let mut text = "# pmsim trace v1\nthreads 2\n".to_string();
+    for i in 0..30u64 {
+        text += &format!("T0 store {:#x} 8 {}\n", 0x1_0000_0000u64 + 0x40 * i, i + 1);
+    }
+    text += "T0 ofence\nT0 store 0x100000800 8 77\nT0 ofence\nT0 release 0x100004000 8 1\n\
+             T1 acquire 0x100004000\nT1 ofence\nT1 store 0x100001000 8 ff\nT1 dfence\n";
+    let trace = Arc::new(pmsim_trace::text::parse_str("dep.trace", &text).unwrap());
+    let mut slow = pmsim_engine::Config::default();
+    slow.set("mc.wpq_entries", "1").unwrap();
+    slow.set("pm.write_gbps", "0.2").unwrap();
+    let check = |design: &str| {
+        let req = Request {
+            trace: trace.clone(),
+            design: design.to_string(),
+            allow_broken: true,
+            config: slow.clone(),
+            instants: Instants::Every,
+            model: None,
+            recovery: None,
+            replay_input: "--trace dep.trace".into(),
+            max_failures: 1,
+        };
+        run(&req).unwrap()
+    };
+    for d in ["delegated", "broi"] {
+        let r = check(d);
+        assert!(r.ok(), "{d}: {:?}", r.failures.first().map(|f| &f.verdict));
+    }
+    let r = check("broken-delegated-no-dep-wait");
+    assert!(!r.ok(), "broken-delegated-no-dep-wait passed {} images", r.images);
+}
+
 #[test]
 fn asap_without_undo_records_is_caught() {
     caught("broken-asap-rp-no-undo", &["bandwidth", "cceh"]);

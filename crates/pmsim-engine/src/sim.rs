@@ -387,7 +387,10 @@ impl Simulator {
                 true
             }
             Kind::Load | Kind::Acquire => {
-                if self.design.loads_wait_for_barriers() && self.m.cores[c].sb.iter().any(|e| e.kind.is_barrier()) {
+                if self.design.loads_wait_for_barriers() && {
+                    let clflush = self.design.clflush_is_barrier();
+                    self.m.cores[c].sb.iter().any(|e| e.kind.is_barrier() || (clflush && e.kind == Kind::Clflush))
+                } {
                     self.m.cores[c].wait_sb_empty = true;
                     self.m.block_behind(c, StallCause::Fence, now);
                     return false;

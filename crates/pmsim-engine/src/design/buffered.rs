@@ -1187,6 +1187,10 @@ impl super::Design for Buffered {
         self.promise == Promise::Ep
     }
 
+    fn clflush_is_barrier(&self) -> bool {
+        !self.broken.clflush_unordered
+    }
+
     fn admit_store(&mut self, _m: &mut Machine, c: usize, line: u64) -> Result<(), StallCause> {
         let core = &mut self.cores[c];
         if !core.wbb_waiting.is_empty() || !core.bloom_waiting.is_empty() {

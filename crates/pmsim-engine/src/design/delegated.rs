@@ -163,6 +163,8 @@ pub struct Delegated {
     /// Per remote entry: the submitters refused for lack of room, to tell when a unit frees.
     room_wait: Vec<Vec<DesignEv>>,
     c: Counters,
+    /// TEST ONLY: an epoch is released with cross-thread dependencies still unresolved.
+    broken_no_dep_wait: bool,
 }
 
 impl Delegated {
@@ -212,6 +214,16 @@ impl Delegated {
             free_done: Vec::new(),
             room_wait: vec![Vec::new(); cfg.broi.remote_entries],
             c: Counters::default(),
+            broken_no_dep_wait: false,
+        }
+    }
+
+    /// TEST ONLY: the delegated controller releasing an epoch before the epochs of other
+    /// threads it depends on have persisted (the core side's dependency wait, shared with BROI).
+    pub fn broken_no_dep_wait(cfg: &Config) -> Delegated {
+        Delegated {
+            broken_no_dep_wait: true,
+            ..Delegated::new("broken-delegated-no-dep-wait", "delegated", cfg, false)
         }
     }
 
@@ -278,7 +290,7 @@ impl Delegated {
         let core = &self.cores[c];
         let Some(i) = core.pb.entries.iter().position(|e| e.state == EntryState::Queued) else { return };
         let e = core.pb.entries[i];
-        if core.et.iter().take_while(|x| x.ts <= e.epoch).any(|x| x.unresolved > 0) {
+        if !self.broken_no_dep_wait && core.et.iter().take_while(|x| x.ts <= e.epoch).any(|x| x.unresolved > 0) {
             return;
         }
         let key = EpochKey { feed: c as u16, epoch: e.epoch };
@@ -603,6 +615,10 @@ impl super::Design for Delegated {
     }
 
     fn loads_wait_for_barriers(&self) -> bool {
+        true
+    }
+
+    fn clflush_is_barrier(&self) -> bool {
         true
     }
 

@@ -103,6 +103,13 @@ pub trait Design: Send {
         false
     }
 
+    /// Does the design take a `clflush` as an ofence after it (x86 orders a clflush with the
+    /// thread's later stores)? Then, with [`Design::loads_wait_for_barriers`], a load waits for
+    /// a buffered `clflush` as for an ofence.
+    fn clflush_is_barrier(&self) -> bool {
+        false
+    }
+
     /// May a PM store to `line` perform now? If not, the drain stalls with the returned cause until
     /// the design calls [`Machine::resume_drain`].
     fn admit_store(&mut self, _m: &mut Machine, _core: usize, _line: u64) -> Result<(), StallCause> {
@@ -338,6 +345,11 @@ pub static BROKEN: &[DesignInfo] = &[
         name: "broken-hops-rp-clflush-unordered",
         about: "TEST ONLY: HOPS (RP) whose clflush orders nothing (no ofence after it)",
         build: |c| Box::new(hops::broken_clflush_unordered(c)),
+    },
+    DesignInfo {
+        name: "broken-delegated-no-dep-wait",
+        about: "TEST ONLY: delegated releasing an epoch before the other threads' epochs it depends on persisted",
+        build: |c| Box::new(delegated::Delegated::broken_no_dep_wait(c)),
     },
     DesignInfo {
         name: "broken-broi-cross-barrier",
