@@ -462,6 +462,8 @@ def crash(
         random = random_arg("random", random)
     seed = int_arg("seed", seed, 0)
     every = bool_arg("every", every)
+    if (at is not None and len(at) > 0) + (random is not None) + every != 1:
+        raise _core.PmsimError("give exactly one of at=, random= or every=True")
     model = name_arg(
         "model", model, "a str naming a persistency model (ep, rp, strict or x86)", optional=True
     )

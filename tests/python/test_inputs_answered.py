@@ -433,6 +433,8 @@ def _analyze(**kw):
         (lambda: _sweep([], "array"), ["designs", "empty"]),
         (lambda: _sweep("baseline", []), ["workloads", "empty"]),
         (lambda: _crash(at=[12], trace=3), ["trace", "path"]),
+        (lambda: _crash(), ["at=", "random=", "every=True"]),
+        (lambda: _crash(at=[12], every=True), ["exactly one of at="]),
     ],
     ids=[
         "random-neg",
@@ -452,6 +454,8 @@ def _analyze(**kw):
         "designs-empty",
         "workloads-empty",
         "trace-int",
+        "crash-no-mode",
+        "crash-two-modes",
     ],
 )
 def test_python_api_bad_argument_is_a_pmsim_error_naming_it(call, mentions):
