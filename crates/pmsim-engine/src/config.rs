@@ -358,7 +358,12 @@ impl Config {
             toml::Value::Boolean(_) => match value.trim().to_ascii_lowercase().as_str() {
                 "true" | "1" | "on" | "yes" => toml::Value::Boolean(true),
                 "false" | "0" | "off" | "no" => toml::Value::Boolean(false),
-                _ => return Err(param_err(&name, format!("'{value}' is not a boolean (true, false, or 1/0, on/off, yes/no)"))),
+                _ => {
+                    return Err(param_err(
+                        &name,
+                        format!("'{value}' is not a boolean (true, false, or 1/0, on/off, yes/no)"),
+                    ))
+                }
             },
             _ => return Err(param_err(&name, "cannot be set")),
         };
