@@ -281,6 +281,13 @@ impl Config {
                         rest.split_once(", expected one of ").map_or(rest, |(_, s)| s)
                     );
                 }
+            } else if source.starts_with('[') && !source.starts_with("[[") && msg.starts_with("invalid type") {
+                // `[core.count]`: a parameter written as a table.
+                let name = source.trim_matches(|c| c == '[' || c == ']').trim();
+                let (sec, field) = name.rsplit_once('.').unwrap_or(("", name));
+                msg = format!(
+                    "[{name}] makes {name} a table, but it is a parameter: write `{field} = VALUE` under [{sec}]"
+                );
             } else if source.starts_with("[[") {
                 let name = source.trim_matches(|c| c == '[' || c == ']').trim();
                 msg = format!("[[{name}]] is an array of tables; parameters go in one table, [{name}]");
@@ -617,6 +624,8 @@ mod tests {
         assert!(e.starts_with("t.toml:1: count: a parameter outside any [section]: sections are `core`"), "{e}");
         let e = toml_err("[[mc]]\ncount = 2\n");
         assert!(e.starts_with("t.toml:1: [[mc]] is an array of tables; parameters go in one table, [mc]"), "{e}");
+        let e = toml_err("[core.count]\nx = 1\n");
+        assert!(e.starts_with("t.toml:1: [core.count] makes core.count a table, but it is a parameter: write `count = VALUE` under [core]"), "{e}");
         let e = toml_err("[pm]\nwrite_ns = 1979-05-27\n");
         assert!(e.starts_with("t.toml:2: pm.write_ns: invalid type: a table or date-time, expected a number"), "{e}");
     }
