@@ -281,59 +281,84 @@ def add_meta_text(path: Path, meta: list[tuple[str, str]]) -> None:
 
 
 def add_meta_binary(path: Path, meta: list[tuple[str, str]]) -> None:
-    """Writes `meta` into the binary trace `path` as one META record before its END record."""
+    """Writes `meta` into the binary trace `path` as one META record before its END record (in
+    place: a trace may be larger than memory)."""
     if not meta:
         return
-    data = path.read_bytes()
     text = "\n".join(f"{k}={v}" for k, v in meta).encode()
     record = b"\x03" + struct.pack("<I", len(text)) + text
-    path.write_bytes(data[:-13] + record + data[-13:])
+    with open(path, "r+b") as f:
+        at = max(os.fstat(f.fileno()).st_size - 13, 0)
+        f.seek(at)
+        end = f.read()
+        f.seek(at)
+        f.truncate()
+        f.write(record + end)
 
 
 def _repair(path: Path, why: str) -> None:
-    """Cuts a binary trace without END after its last whole record and marks it incomplete."""
-    data = path.read_bytes()
-    if len(data) < 20 or data[:8] != b"PMSIMTRB":
-        raise PmsimError(f"{path}: the program wrote no usable trace ({why})")
-    npm = struct.unpack_from("<I", data, 16)[0]
-    pos = good = 20 + 16 * npm
-    events = labels = 0
-    while pos < len(data):
-        tag = data[pos]
-        try:
-            if tag == 1:
-                count, _, stored = struct.unpack_from("<III", data, pos + 5)
-                nxt = pos + 17 + stored
-                add = count
-            elif tag in (2, 3):
-                off = 5 if tag == 2 else 1
-                (n,) = struct.unpack_from("<I", data, pos + off)
-                nxt, add = pos + off + 4 + n, 0
-                if tag == 2 and nxt <= len(data):
-                    labels += 1
-            elif tag == 0 and pos + 13 <= len(data):
-                return  # complete
-            else:
+    """Cuts a binary trace without END after its last whole record and marks it incomplete; with
+    or without END, cuts it at the first event id no thread wrote.
+
+    In place and record by record (headers read, payloads skipped): a trace may be larger than
+    memory (a program running for minutes writes gigabytes)."""
+    with open(path, "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(20)
+        if len(head) < 20 or head[:8] != b"PMSIMTRB":
+            raise PmsimError(f"{path}: the program wrote no usable trace ({why})")
+        npm = struct.unpack_from("<I", head, 16)[0]
+        pos = good = 20 + 16 * npm
+        events = labels = 0
+        complete = False
+        while pos < size:
+            f.seek(pos)
+            rec = f.read(17)  # the longest record header: a block's
+            tag = rec[0]
+            try:
+                if tag == 1:
+                    count, _, stored = struct.unpack_from("<III", rec, 5)
+                    nxt = pos + 17 + stored
+                    add = count
+                elif tag in (2, 3):
+                    off = 5 if tag == 2 else 1
+                    (n,) = struct.unpack_from("<I", rec, off)
+                    nxt, add = pos + off + 4 + n, 0
+                    if tag == 2 and nxt <= size:
+                        labels += 1
+                elif tag == 0 and pos + 13 <= size:
+                    # Complete (the runtime wrote END itself on SIGTERM), but a thread may
+                    # still have taken an id it never wrote: the cut below looks.
+                    complete = True
+                    events = struct.unpack_from("<Q", rec, 1)[0]
+                    break
+                else:
+                    break
+            except struct.error:
                 break
-        except struct.error:
-            break
-        if nxt > len(data):
-            break
-        pos = good = nxt
-        events += add
-    meta = f"incomplete={why}".encode()
-    tail = b"\x03" + struct.pack("<I", len(meta)) + meta + b"\x00" + struct.pack("<QI", events, labels)
-    path.write_bytes(data[:good] + tail)
+            if nxt > size:
+                break
+            pos = good = nxt
+            events += add
+        if not complete:
+            meta = f"incomplete={why}".encode()
+            tail = (
+                b"\x03" + struct.pack("<I", len(meta)) + meta + b"\x00" + struct.pack("<QI", events, labels)
+            )
+            f.seek(min(good, size))
+            f.truncate()
+            f.write(tail)
     # Threads whose buffers died with the program took event ids they never wrote: keep the
-    # events before the first missing one (a prefix of the global order reads as a trace).
+    # events before the first missing one (a prefix of the global order reads as a trace). The
+    # cut streams; with no id missing the trace stays as it is.
     from pmsim import _core
 
     cut = path.with_name(path.name + ".cut")
     try:
-        _core.trace_cut_at_gap(str(path), str(cut))
-        kept = struct.unpack_from("<Q", cut.read_bytes()[-13:], 1)[0]  # the END record's count
-        add_meta_binary(cut, _core.trace_meta(str(path)))
-        os.replace(cut, path)
+        dropped, kept = _core.trace_cut_at_gap(str(path), str(cut))
+        if dropped:
+            add_meta_binary(cut, _core.trace_meta(str(path)))
+            os.replace(cut, path)
     finally:
         cut.unlink(missing_ok=True)
     if kept < events:

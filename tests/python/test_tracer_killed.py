@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,95 @@ def test_a_sigkilled_program_keeps_a_prefix_with_mains_first_events(tmp_path, wa
     workers = [e for e in events if e[0] != "T0" and e[1] == "store"]
     assert 20000 <= len(workers) <= 40000, len(workers)
     assert s["events"] == len(events)
+
+
+# Stores, flushes and fences as fast as it can, in THREADS threads, for ITERATIONS rounds (0:
+# until killed): a hung program under `timeout` writes its trace at some 70 MB/s.
+SPIN = r"""
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static long iterations;
+static void *spin(void *arg) {
+  volatile long *a = aligned_alloc(64, 4096);
+  for (long i = 0; iterations == 0 || i < iterations; i++) {
+    a[i % 512] = i + (long)arg;
+    _mm_clwb((void *)&a[i % 512]);
+    _mm_sfence();
+  }
+  return NULL;
+}
+int main(int argc, char **argv) {
+  int threads = atoi(argv[1]);
+  iterations = atol(argv[2]);
+  pthread_t t[8];
+  for (long k = 1; k < threads; k++)
+    pthread_create(&t[k], NULL, spin, (void *)k);
+  printf("started %d\n", (int)getpid());
+  fflush(stdout);
+  spin(0);
+  for (int k = 1; k < threads; k++)
+    pthread_join(t[k], NULL);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to record", "SIGKILL to the program"])
+def test_a_long_recording_stopped_by_a_signal_is_repaired_in_bounded_memory(tmp_path, how):
+    # A tester's finding: record repaired the partial trace in memory (its peak RSS was the
+    # trace's size), so a program stopped after minutes (gigabytes) lost its trace to a
+    # MemoryError. The repair streams: record's peak RSS does not grow with the trace.
+    _build_traced(tmp_path, "spin", SPIN, "-O1", "-mclwb", "-pthread")
+    out = tmp_path / "spin.bin"
+    partial = tmp_path / "spin.bin.partial.bin"
+    sig = signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGKILL
+    stop_at = 80 << 20
+
+    def record(*args: str, stop: bool) -> tuple[int, str, int]:
+        """Runs record on spin ARGS (stopped by `how` once its trace has `stop_at` bytes);
+        returns its exit status, stderr and peak RSS in bytes (its own, by wait4)."""
+        cmd = [*PMSIM, "trace", "record", "--pm", "heap", "--compute", "drop",
+               "-o", str(out), "--", str(tmp_path / "spin"), *args]  # fmt: skip
+        p = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        try:
+            line = p.stdout.readline()
+            assert line.startswith("started "), line
+            deadline = time.monotonic() + 60
+            while stop and partial.stat().st_size < stop_at:
+                assert time.monotonic() < deadline, partial.stat().st_size
+                time.sleep(0.02)
+            if stop and sig == signal.SIGTERM:
+                p.send_signal(sig)  # record passes it on to the program
+            elif stop:
+                os.kill(int(line.split()[1]), sig)  # the traced program, not record
+            while (waited := os.wait4(p.pid, os.WNOHANG))[0] == 0:
+                assert time.monotonic() < deadline + 60, "record did not end"
+                time.sleep(0.05)
+            p.returncode = os.waitstatus_to_exitcode(waited[1])
+            return p.returncode, p.stderr.read(), waited[2].ru_maxrss * 1024
+        finally:
+            if p.returncode is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+    status, err, base = record("1", "1000", stop=False)  # record's own footprint
+    assert status == 0, err
+    status, err, peak = record("2" if sig == signal.SIGKILL else "1", "0", stop=True)
+    assert status == 2, err
+    assert (
+        f"crashed ({sig.name}, exit status {128 + sig}); the partial trace in {out} is marked incomplete"
+        in err
+    )
+    # The trace is kept (SIGKILL: cut at its first missing event), readable, marked incomplete.
+    assert out.stat().st_size > stop_at // 2, out.stat().st_size
+    s = _stats(out)
+    assert dict(s["meta"])["incomplete"] == f"killed by signal {int(sig)}"
+    assert s["events"] > 5_000_000, s["events"]
+    assert [q.name for q in tmp_path.iterdir() if "partial" in q.name or q.suffix == ".cut"] == []
+    # In memory, the repair took a copy of the trace (and decoded the SIGKILL one: 10x its size).
+    assert peak - base < stop_at // 4, (peak, base)

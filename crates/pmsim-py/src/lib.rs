@@ -200,18 +200,23 @@ fn trace_threads(path: String) -> PyResult<usize> {
     Ok(src.header().threads)
 }
 
-/// Rewrites the binary trace a killed program left at `src` (whole blocks, END appended by the
-/// repair) to `dst`, cut at its first missing event (`binary::read_to_first_gap`); returns how
-/// many events after the gap were dropped. META is not carried (the caller adds it).
+/// Cuts the binary trace a killed program left at `src` (whole blocks, END appended by the
+/// repair) at its first missing event, streaming (`binary::first_gap`): returns how many events
+/// after the gap were dropped and how many were kept. Only when events were dropped is the kept
+/// prefix written to `dst` (`binary::write_to_first_gap`; META is not carried, the caller adds
+/// it); else `src` is a valid trace as it is and `dst` is not written.
 #[pyfunction]
-fn trace_cut_at_gap(src: String, dst: String) -> PyResult<u64> {
-    let (t, dropped) =
-        pmsim_trace::binary::read_to_first_gap(std::path::Path::new(&src)).map_err(|e| err(e.to_string()))?;
-    output::write_with(&dst, |out| {
-        pmsim_trace::binary::write(out, &t, false).map_err(|e| format!("{dst}: {e}"))?;
-        Ok(dropped)
-    })
-    .map_err(err)
+fn trace_cut_at_gap(src: String, dst: String) -> PyResult<(u64, u64)> {
+    let path = std::path::Path::new(&src);
+    let (kept, total) = pmsim_trace::binary::first_gap(path).map_err(|e| err(e.to_string()))?;
+    if kept < total {
+        output::write_with(&dst, |out| {
+            pmsim_trace::binary::write_to_first_gap(path, kept, out, &dst).map_err(|e| e.to_string())?;
+            Ok(())
+        })
+        .map_err(err)?;
+    }
+    Ok((total - kept, kept))
 }
 
 /// Writes a workload's trace to `dst` (`binary`, else text); returns the event count.

@@ -580,6 +580,173 @@ pub fn read_to_first_gap(path: &std::path::Path) -> Result<(Trace, u64), TraceEr
     Ok((t, gids.len() as u64 - cut))
 }
 
+/// The streaming [`read_to_first_gap`], for `pmsim trace record`'s repair of a killed program's
+/// trace (which may be larger than memory): how many events come before the first event id no
+/// block holds (`kept`), and how many the blocks hold in all (`total`; `kept == total` when none
+/// is missing). Memory is a bit per event plus a decoded block per thread, never the trace. The
+/// prefix is checked as [`read_to_first_gap`] checks its trace (ids, sync ordinals, events,
+/// label ids): here when nothing is missing, else by [`write_to_first_gap`] as it writes it.
+pub fn first_gap(path: &std::path::Path) -> Result<(u64, u64), TraceError> {
+    let file = path.display().to_string();
+    let open = || -> Result<Cursor<std::io::BufReader<std::fs::File>>, TraceError> {
+        let f = std::fs::File::open(path).map_err(|e| TraceError::io(&file, e))?;
+        Cursor::open(&file, std::io::BufReader::with_capacity(256 * 1024, f))
+    };
+    // The events the blocks hold: the first missing id is at most that, which sizes the bitmap.
+    let mut c = open()?;
+    let mut total = 0u64;
+    while let Some(r) = c.next(&|_| true)? {
+        match r {
+            Record::Block { count, .. } => total += count as u64,
+            Record::End { .. } => break,
+            Record::Label { .. } => {}
+        }
+    }
+    // A bit per event id below `total`: the first clear one is the cut.
+    let words = usize::try_from(total.div_ceil(64)).map_err(|_| TraceError::new(&file, 0, "too many events"))?;
+    let mut seen = vec![0u64; words];
+    let mut c = open()?;
+    let (mut events, mut bytes) = (Vec::new(), Vec::new());
+    loop {
+        let at = c.offset;
+        match c.next(&|_| true)? {
+            Some(Record::Block { count, payload, .. }) => {
+                events.clear();
+                bytes.clear();
+                decode_block(&payload, count, &mut events, &mut bytes)
+                    .map_err(|m| TraceError::new(&file, 0, format!("block at byte {at}: {m}")))?;
+                for e in events.iter().filter(|e| e.gid < total) {
+                    seen[(e.gid / 64) as usize] |= 1 << (e.gid % 64);
+                }
+            }
+            Some(Record::Label { .. }) => {}
+            Some(Record::End { .. }) | None => break,
+        }
+    }
+    let kept = match seen.iter().position(|&w| w != u64::MAX) {
+        Some(i) => (i as u64 * 64 + seen[i].trailing_ones() as u64).min(total),
+        None => total,
+    };
+    drop(seen);
+    if kept == total {
+        stream_prefix::<std::io::Sink>(path, kept, None, "")?;
+    }
+    Ok((kept, total))
+}
+
+/// Writes the events of the binary trace `path` before event id `kept` (from [`first_gap`]) to
+/// `out` as an uncompressed binary trace, as [`write`] writes [`read_to_first_gap`]'s trace
+/// (labels renumbered in first-use order; META is not carried), streaming. A failed write is an
+/// error naming `out_name`.
+pub fn write_to_first_gap<W: Write>(
+    path: &std::path::Path,
+    kept: u64,
+    out: W,
+    out_name: &str,
+) -> Result<W, TraceError> {
+    let mut w = Writer::new(out, false);
+    stream_prefix(path, kept, Some(&mut w), out_name)?;
+    w.finish().map_err(|e| TraceError::new(out_name, 0, e.to_string()))
+}
+
+/// One thread's cursor in [`stream_prefix`]: its current block, and the next event's index in it.
+struct PrefixLane {
+    src: crate::source::BinarySource,
+    chunk: crate::source::Chunk,
+    pos: usize,
+    done: bool,
+}
+
+impl PrefixLane {
+    /// The gid of the lane's next event, decoding its next block when the current one is used up.
+    fn head(&mut self) -> Result<Option<u64>, TraceError> {
+        use crate::source::EventSource;
+        while self.pos == self.chunk.events.len() {
+            if self.done {
+                return Ok(None);
+            }
+            self.pos = 0;
+            if !self.src.next_chunk(&mut self.chunk)? {
+                self.done = true;
+            }
+        }
+        Ok(Some(self.chunk.events[self.pos].gid))
+    }
+}
+
+/// Streams the events before id `kept` in global order (a cursor and a decoded block per
+/// thread), checks each as [`crate::validate::check_trace`] does, and pushes them to `w`, if
+/// given (its errors name `out_name`).
+fn stream_prefix<W: Write>(
+    path: &std::path::Path,
+    kept: u64,
+    mut w: Option<&mut Writer<W>>,
+    out_name: &str,
+) -> Result<(), TraceError> {
+    use crate::source::BinarySource;
+    let file = path.display().to_string();
+    let wrote = |e: std::io::Error| TraceError::new(out_name, 0, e.to_string());
+    let (labels, _) = BinarySource::scan(path)?;
+    let first = BinarySource::open(path, 0)?;
+    let header = first.header().clone();
+    let mut v = crate::validate::Validator::new(header.threads);
+    v.labels = labels.len();
+    v.pm = header.pm.clone();
+    if let Some(w) = w.as_deref_mut() {
+        w.set_threads(header.threads).map_err(wrote)?;
+        for r in &header.pm {
+            w.add_pm_range(r.base, r.size).map_err(wrote)?;
+        }
+    }
+    let lane = |src| PrefixLane { src, chunk: Default::default(), pos: 0, done: false };
+    let mut lanes = Vec::with_capacity(header.threads);
+    lanes.push(lane(first));
+    for t in 1..header.threads {
+        lanes.push(lane(BinarySource::open(path, t)?));
+    }
+    let mut buf = [0u8; 64];
+    let mut last = 0usize;
+    for gid in 0..kept {
+        // The lane whose next event is `gid`, else the one with the smallest next event (which
+        // the order check refuses, naming the ids).
+        let t = if lanes[last].head()? == Some(gid) {
+            last
+        } else {
+            let mut best: Option<(u64, usize)> = None;
+            for (t, l) in lanes.iter_mut().enumerate() {
+                if let Some(g) = l.head()? {
+                    if best.is_none_or(|(b, _)| g < b) {
+                        best = Some((g, t));
+                    }
+                    if g == gid {
+                        break;
+                    }
+                }
+            }
+            let Some((_, t)) = best else {
+                return Err(TraceError::new(&file, 0, format!("no block holds event {gid}")));
+            };
+            t
+        };
+        let l = &mut lanes[t];
+        let ev = l.chunk.events[l.pos];
+        l.pos += 1;
+        last = t;
+        v.order(&ev)
+            .and_then(|_| v.event(t, &ev))
+            .map_err(|m| TraceError::new(&file, 0, format!("T{t} event {}: {m}", ev.gid)))?;
+        let Some(w) = w.as_deref_mut() else { continue };
+        if matches!(ev.kind, Kind::Begin | Kind::End) {
+            // Labels are re-interned in first-use order, as `write` does.
+            let id = w.label(&labels[ev.addr as usize]).map_err(wrote)?;
+            w.push(t, Event { addr: id as u64, ..ev }, None).map_err(wrote)?;
+        } else {
+            w.push(t, Event { has_value: false, ..ev }, l.chunk.value(&ev, &mut buf)).map_err(wrote)?;
+        }
+    }
+    Ok(())
+}
+
 /// Reads a binary trace from a path.
 pub fn read_path(path: &std::path::Path) -> Result<Trace, TraceError> {
     let name = path.display().to_string();
@@ -690,6 +857,56 @@ mod tests {
         bad[8] = 9; // version
         let e = read("t.bin", std::io::Cursor::new(bad)).unwrap_err().to_string();
         assert!(e.contains("version 9"), "{e}");
+    }
+
+    /// The byte ranges of a binary trace's records (after its header).
+    fn records(bytes: &[u8]) -> Vec<(u8, std::ops::Range<usize>)> {
+        let npm = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
+        let (mut pos, mut out) = (20 + 16 * npm, Vec::new());
+        let u32_at = |p: usize| u32::from_le_bytes(bytes[p..p + 4].try_into().unwrap()) as usize;
+        while pos < bytes.len() {
+            let end = match bytes[pos] {
+                TAG_BLOCK => pos + 17 + u32_at(pos + 13),
+                TAG_LABEL => pos + 9 + u32_at(pos + 5),
+                TAG_META => pos + 5 + u32_at(pos + 1),
+                _ => pos + 13,
+            };
+            out.push((bytes[pos], pos..end));
+            pos = end;
+        }
+        out
+    }
+
+    #[test]
+    fn the_streaming_cut_at_the_first_gap_writes_what_the_in_memory_one_does() {
+        let t = sample();
+        let dir = std::env::temp_dir().join(format!("pmsim-gapstream-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for compress in [false, true] {
+            let bytes = write(Vec::new(), &t, compress).unwrap();
+            let recs = records(&bytes);
+            let blocks: Vec<_> = recs.iter().filter(|r| r.0 == TAG_BLOCK).map(|r| r.1.clone()).collect();
+            assert!(blocks.len() >= 4, "{}", blocks.len());
+            // Without a gap: all kept, nothing to write.
+            let whole = dir.join(format!("whole-{compress}.bin"));
+            std::fs::write(&whole, &bytes).unwrap();
+            assert_eq!(first_gap(&whole).unwrap(), (t.num_events() as u64, t.num_events() as u64));
+            // A block lost from the middle, and one at the start (nothing is kept).
+            for lost in [blocks[blocks.len() / 2].clone(), blocks[0].clone()] {
+                let mut cut = bytes[..lost.start].to_vec();
+                cut.extend_from_slice(&bytes[lost.end..]);
+                let path = dir.join(format!("gap-{compress}.bin"));
+                std::fs::write(&path, &cut).unwrap();
+                let (mem, dropped) = read_to_first_gap(&path).unwrap();
+                let want = write(Vec::new(), &mem, false).unwrap();
+                let (kept, total) = first_gap(&path).unwrap();
+                assert_eq!((total - kept, kept), (dropped, mem.num_events() as u64));
+                assert!(dropped > 0);
+                let got = write_to_first_gap(&path, kept, Vec::new(), "out.bin").unwrap();
+                assert!(got == want, "compress={compress}: the streamed prefix differs");
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
