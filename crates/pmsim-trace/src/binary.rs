@@ -649,31 +649,6 @@ pub fn write_to_first_gap<W: Write>(
     w.finish().map_err(|e| TraceError::new(out_name, 0, e.to_string()))
 }
 
-/// One thread's cursor in [`stream_prefix`]: its current block, and the next event's index in it.
-struct PrefixLane {
-    src: crate::source::BinarySource,
-    chunk: crate::source::Chunk,
-    pos: usize,
-    done: bool,
-}
-
-impl PrefixLane {
-    /// The gid of the lane's next event, decoding its next block when the current one is used up.
-    fn head(&mut self) -> Result<Option<u64>, TraceError> {
-        use crate::source::EventSource;
-        while self.pos == self.chunk.events.len() {
-            if self.done {
-                return Ok(None);
-            }
-            self.pos = 0;
-            if !self.src.next_chunk(&mut self.chunk)? {
-                self.done = true;
-            }
-        }
-        Ok(Some(self.chunk.events[self.pos].gid))
-    }
-}
-
 /// Streams the events before id `kept` in global order (a cursor and a decoded block per
 /// thread), checks each as [`crate::validate::check_trace`] does, and pushes them to `w`, if
 /// given (its errors name `out_name`).
@@ -698,7 +673,7 @@ fn stream_prefix<W: Write>(
             w.add_pm_range(r.base, r.size).map_err(wrote)?;
         }
     }
-    let lane = |src| PrefixLane { src, chunk: Default::default(), pos: 0, done: false };
+    let lane = crate::ordered::Lane::new;
     let mut lanes = Vec::with_capacity(header.threads);
     lanes.push(lane(first));
     for t in 1..header.threads {
@@ -709,12 +684,12 @@ fn stream_prefix<W: Write>(
     for gid in 0..kept {
         // The lane whose next event is `gid`, else the one with the smallest next event (which
         // the order check refuses, naming the ids).
-        let t = if lanes[last].head()? == Some(gid) {
+        let t = if lanes[last].head_gid()? == Some(gid) {
             last
         } else {
             let mut best: Option<(u64, usize)> = None;
             for (t, l) in lanes.iter_mut().enumerate() {
-                if let Some(g) = l.head()? {
+                if let Some(g) = l.head_gid()? {
                     if best.is_none_or(|(b, _)| g < b) {
                         best = Some((g, t));
                     }

@@ -19,17 +19,23 @@ use crate::source::{BinarySource, Chunk, EventSource};
 use crate::trace::Trace;
 use crate::TraceError;
 
-/// One thread's cursor and its current decoded block.
-struct Lane {
+/// One thread's cursor and its current decoded block (also the streaming cut of
+/// [`crate::binary::write_to_first_gap`]).
+pub(crate) struct Lane {
     src: BinarySource,
-    chunk: Chunk,
-    pos: usize,
+    pub(crate) chunk: Chunk,
+    /// The lane's next event's index in `chunk`.
+    pub(crate) pos: usize,
     done: bool,
 }
 
 impl Lane {
+    pub(crate) fn new(src: BinarySource) -> Lane {
+        Lane { src, chunk: Chunk::default(), pos: 0, done: false }
+    }
+
     /// The gid of the lane's next event, decoding its next block when the current one is used up.
-    fn head_gid(&mut self) -> Result<Option<u64>, TraceError> {
+    pub(crate) fn head_gid(&mut self) -> Result<Option<u64>, TraceError> {
         while self.pos == self.chunk.events.len() {
             if self.done {
                 return Ok(None);
@@ -61,10 +67,10 @@ impl GlobalOrderReader {
         let header = first.header().clone();
         let mut lanes = Vec::with_capacity(header.threads);
         if header.threads > 0 {
-            lanes.push(Lane { src: first, chunk: Chunk::default(), pos: 0, done: false });
+            lanes.push(Lane::new(first));
         }
         for t in 1..header.threads {
-            lanes.push(Lane { src: BinarySource::open(path, t)?, chunk: Chunk::default(), pos: 0, done: false });
+            lanes.push(Lane::new(BinarySource::open(path, t)?));
         }
         let (labels, total) = BinarySource::scan(path)?;
         let mut validator = crate::validate::Validator::new(header.threads);
