@@ -76,6 +76,21 @@ def analyze_reports(
     return json.loads(out)
 
 
+def _size_arg(text: str) -> int:
+    """An argparse type: a granularity in bytes, a power of two from 8 to 256 (hex as elsewhere);
+    argparse names the option in the message."""
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if not 8 <= v <= 256 or v & (v - 1):
+        raise argparse.ArgumentTypeError(f"{v} is not a power of two from 8 to 256 bytes")
+    return v
+
+
+_size_arg.__name__ = "size"
+
+
 def _num(name: str, v: Any, what: str) -> float:
     """A number argument (the core checks its range); anything else is refused naming it."""
     if isinstance(v, numbers.Real) and not isinstance(v, bool):
@@ -278,10 +293,18 @@ def add_parser(sub: Any) -> None:
         "a workload's variant=racing)",
     )
     an.add_argument(
-        "--atomic-bytes", type=int, default=8, metavar="A", help="atomic persist size (8..256, default 8)"
+        "--atomic-bytes",
+        type=_size_arg,
+        default=8,
+        metavar="A",
+        help="atomic persist size (8..256, default 8)",
     )
     an.add_argument(
-        "--track-bytes", type=int, default=8, metavar="G", help="tracking granularity (8..256, default 8)"
+        "--track-bytes",
+        type=_size_arg,
+        default=8,
+        metavar="G",
+        help="tracking granularity (8..256, default 8)",
     )
     an.add_argument(
         "--persist-ns", type=float, default=500.0, metavar="L", help="persist latency (default 500)"

@@ -385,7 +385,7 @@ def parse_instant(text: str | int) -> int:
     else:
         mult = 1
     try:
-        value = float(t)
+        value = float(int(t, 16)) if t.startswith("0x") else float(t)
     except ValueError:
         raise _core.PmsimError(
             f"crash instant '{text}' is not a number (ps, or with a unit: 120ns, 3.5us)"

@@ -113,6 +113,8 @@ def test_workload_parameters_for_a_trace_are_refused_in_the_callers_words(trace)
         (["--atomic-bytes", "12"], "power of two from 8 to 256"),
         (["--track-bytes", "512"], "power of two from 8 to 256"),
         (["--atomic-bytes", "4"], "power of two from 8 to 256"),
+        (["--atomic-bytes", "-8"], "--atomic-bytes: -8 is not a power of two from 8 to 256"),
+        (["--track-bytes", "x"], "--track-bytes: 'x' is not an integer"),
         (["--persist-ns", "0"], "persist latency"),
     ],
 )
@@ -235,3 +237,10 @@ def test_a_piped_trace_is_analysed_and_compared_like_its_file(tmp_path):
                 )
             assert piped.returncode == 0, piped.stderr
             assert piped.stdout.replace("/dev/stdin", "T") == direct.replace(str(tmp_path / name), "T")
+
+
+def test_granularities_take_hex_like_other_integers(trace):
+    r = pmsim_cli("analyze", "--trace", trace, "--atomic-bytes", "0x10", "--track-bytes", "0x40", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["atomic_bytes"], out["track_bytes"]) == (16, 64)

@@ -116,6 +116,7 @@ def test_crash_instant_units():
     assert pmsim.api.parse_instant("120ns") == 120_000
     assert pmsim.api.parse_instant("3.5us") == 3_500_000
     assert pmsim.api.parse_instant("42") == 42
+    assert pmsim.api.parse_instant("0x10") == 16 and pmsim.api.parse_instant("0x10ns") == 16_000
 
 
 def test_bad_crash_input_is_one_clear_line():

@@ -339,9 +339,14 @@ impl Config {
         let slot = v.get_mut(sec).and_then(|s| s.get_mut(field)).ok_or_else(|| param_err(key, "unknown parameter"))?;
         let parsed = match slot {
             toml::Value::Integer(_) => {
-                let parsed = value.trim().replace('_', "").parse::<i64>().map(toml::Value::Integer).map_err(|_| {
+                let digits = value.trim().replace('_', "");
+                let parsed = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+                    // Hex, as everywhere else in pmsim (addresses, `--seed`).
+                    Some(hex) => i64::from_str_radix(hex, 16),
+                    None => digits.parse::<i64>(),
+                };
+                let parsed = parsed.map(toml::Value::Integer).map_err(|_| {
                     // TOML integers are 64-bit signed: a larger one cannot be a parameter value.
-                    let digits = value.trim().replace('_', "");
                     if digits.parse::<i128>().is_ok() {
                         param_err(&name, format!("'{value}' is out of range (at most {})", i64::MAX))
                     } else {
@@ -610,6 +615,8 @@ mod tests {
         let mut c = Config::default();
         let e = c.set("pm.write", "1").unwrap_err().to_string();
         assert!(e.contains("pm.write_ns"), "{e}");
+        c.set("core.count", "0x8").unwrap();
+        assert_eq!(c.core.count, 8);
         let e = c.set("core.count", "abc").unwrap_err().to_string();
         assert!(e.contains("'abc' is not an integer"), "{e}");
         let e = c.set("l1.replacement", "fifo").unwrap_err().to_string();
