@@ -100,12 +100,8 @@ def _num(name: str, v: Any, what: str) -> float:
 
 def _int(name: str, v: Any) -> int:
     """A size in bytes: the core checks it is a power of two in 8..=256; anything that is not an
-    integer, or out of that range (too large for the core's u64), is refused here."""
-    if isinstance(v, str):
-        try:
-            v = int(v, 0)
-        except ValueError:
-            pass
+    integer (a string too, as every numeric argument of the API), or out of that range (too
+    large for the core's u64), is refused here."""
     if isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= 2**64 - 1:
         return int(v)
     raise PmsimError(f"{name} must be a power of two from 8 to 256 bytes, got {v!r}")
