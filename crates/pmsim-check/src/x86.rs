@@ -126,9 +126,13 @@ pub(crate) fn add_edges(
         let mut flushed: Vec<(u64, u32, u64)> = Vec::new(); // line, prog, lower bound of its time
         let mut nt: Vec<NodeId> = Vec::new();
         // The latest store of `line` visible before a flush of thread `t` at program position
-        // `prog` whose time is at least `ftime`.
+        // `prog` whose time is at least `ftime`. `ftime` is at least the time of every earlier
+        // node of the thread, so no store performed after it qualifies: a binary search skips
+        // them (a hot line's later stores made this scan linear).
         let covered = |nodes: &[Node], line: u64, prog: u32, ftime: u64| {
-            line_stores.get(&line)?.iter().rev().copied().find(|&m| {
+            let list = line_stores.get(&line)?;
+            let end = list.partition_point(|&m| nodes[m as usize].time <= ftime);
+            list[..end].iter().rev().copied().find(|&m| {
                 let mn = &nodes[m as usize];
                 if mn.thread as usize == t {
                     mn.prog < prog
