@@ -39,7 +39,9 @@
 //!     going back; a lock's initialisation by an rmw is outvoted by its use). A change by
 //!     another thread decides nothing. Values come from the trace (the tracer records the value
 //!     of every store, rmw and release store of up to 8 bytes); bytes whose previous value is
-//!     unknown give no evidence.
+//!     unknown give no evidence, but on bytes the others' votes make a lock, the thread's next
+//!     change within the rmw's operation is its unlock (a lock's first use in a pool the trace
+//!     never wrote: that unlock is no late store).
 //!
 //!   An `acquire` alone proves nothing (a C11 acquire load reads data as often as a lock), so
 //!   data published with release stores or updated by `fetch_add`/CAS and read with acquire
@@ -192,8 +194,9 @@ struct Held {
     thread: usize,
     addr: u64,
     size: u8,
-    /// The value before the rmw and the one it wrote.
-    before: u64,
+    /// The value before the rmw (unknown when the trace never wrote those bytes before) and the
+    /// one it wrote.
+    before: Option<u64>,
     after: u64,
     op: Option<(u32, u64)>,
 }
@@ -340,9 +343,16 @@ impl<'a> Lint<'a> {
                     continue;
                 }
                 let Some(now) = now.filter(|_| h.thread == t) else { continue };
-                let set = h.after & !h.before;
                 let same_op = h.op.is_some() && h.op == self.op[t];
-                let pair = now == h.before || (same_op && set != 0 && now & set == 0);
+                let Some(before) = h.before else {
+                    // No evidence either way, but the same thread's next change in the same
+                    // operation is the unlock if the bytes are a lock by the others' votes (a
+                    // lock's first use in a program whose pool was never written in the trace).
+                    unlocked |= same_op && h.addr == ev.addr && h.size == ev.size;
+                    continue;
+                };
+                let set = h.after & !before;
+                let pair = now == before || (same_op && set != 0 && now & set == 0);
                 let e = self.evidence.entry((h.addr, h.size)).or_default();
                 if pair {
                     e.0 += 1;
@@ -353,8 +363,8 @@ impl<'a> Lint<'a> {
             }
         }
         if ev.kind == Kind::Rmw && !unlocked {
-            if let (Some(before), Some(after)) = (before, self.value(ev.addr, ev.size)) {
-                if before != after {
+            if let Some(after) = self.value(ev.addr, ev.size) {
+                if before != Some(after) {
                     let h =
                         Held { gid: ev.gid, thread: t, addr: ev.addr, size: ev.size, before, after, op: self.op[t] };
                     self.held.entry(ev.addr & !(WORD_BYTES - 1)).or_default().push(h);
@@ -528,8 +538,10 @@ impl<'a> Lint<'a> {
         let locks = self.lock_bytes();
         // An rmw still waiting for its unlock when the program ended took a "lock" nobody gave
         // back: real locks are released by then, so it is data (a reference count's last get,
-        // a stack's last push, whose earlier pairs looked like lock and unlock).
-        let still_held: rustc_hash::FxHashSet<u64> = self.held.values().flatten().map(|h| h.gid).collect();
+        // a stack's last push, whose earlier pairs looked like lock and unlock). One whose old
+        // value is unknown proves nothing either way.
+        let still_held: rustc_hash::FxHashSet<u64> =
+            self.held.values().flatten().filter(|h| h.before.is_some()).map(|h| h.gid).collect();
         let sync_op = |gid: &u64| self.sync_ops.contains(gid) && !still_held.contains(gid);
         // Is this store's part of word `w` lock bytes, and of a library sync object?
         let lock_of = |w: u64, mask: u8| -> Option<bool> {
@@ -880,6 +892,28 @@ mod tests {
              T0 end insert\nT0 sfence\n",
         );
         assert_eq!((unpersisted(&r), r.late_stores, r.unpersisted_sync_words), (vec![(8, "never-flushed")], 2, 0));
+    }
+
+    #[test]
+    fn a_version_locks_first_unlock_is_no_late_store_when_its_old_value_is_unknown() {
+        // Tester M (Dash-EH): a bucket's version lock in a pool the trace never wrote: the first
+        // CAS's old value is unknown, so its unlock gives no evidence; the later pairs make the
+        // word a lock, and the first unlock acts on it like the others. Within one operation
+        // only: a plain store after the first rmw in the next operation is data (late).
+        let op = |n: u32, lock: &str, unlock: &str| {
+            format!(
+                "T0 begin insert\nT0 rmw 0x100000000 4 {lock}\nT0 store 0x1000000{n}0 8 1\n\
+                 T0 clwb 0x1000000{n}0\nT0 sfence\nT0 release 0x100000000 4 {unlock}\nT0 end insert\n"
+            )
+        };
+        let pairs = format!("{}{}", op(4, "80000001", "2"), op(8, "80000002", "3"));
+        let r = lint(&format!("threads 1\n{}{pairs}", op(4, "80000000", "1")));
+        assert_eq!((unpersisted(&r), late(&r), r.unpersisted_sync_words), (vec![], vec![], 1));
+        let r = lint(&format!(
+            "threads 1\nT0 begin insert\nT0 rmw 0x100000000 4 80000000\nT0 end insert\n\
+             T0 begin insert\nT0 store 0x100000000 4 1\nT0 end insert\n{pairs}"
+        ));
+        assert_eq!(late(&r), vec![(4, "never-persisted")]);
     }
 
     #[test]
