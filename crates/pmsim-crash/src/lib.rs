@@ -198,7 +198,7 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
     let mut img = MemImage::new();
     img.keep_dense();
 
-    let mut followed = regions.follower();
+    let mut followed = regions.follower(&|gid| region_acks.get(&gid).copied());
     let mut check_at = |sim: &mut Simulator, t: u64, rep: &mut Report| -> bool {
         tracker.update(sim, &mut changes);
         for c in &changes {
@@ -225,12 +225,7 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
         }
         rep.images += 1;
         let (cons, dur) = inc.status(t);
-        let region_error = if regions.is_empty() {
-            None
-        } else {
-            let acked = |gid: u64| region_acks.get(&gid).is_some_and(|&at| at <= t);
-            followed.check(&regions, &acked).err()
-        };
+        let region_error = if regions.is_empty() { None } else { followed.check(&regions, t).err() };
         let mut failure: Option<Failure> = None;
         if cons && dur && region_error.is_none() {
             rep.consistent += 1;
