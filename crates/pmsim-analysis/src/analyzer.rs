@@ -90,9 +90,9 @@ impl Analyzer {
         self.counts
     }
 
-    /// Pages of tracking blocks and of atomic blocks held (the memory bound).
-    pub fn pages_held(&self) -> (usize, usize) {
-        (self.blocks.pages(), self.atoms.pages())
+    /// Chunks of tracking blocks and of atomic blocks held (the memory bound).
+    pub fn chunks_held(&self) -> (usize, usize) {
+        (self.blocks.chunks(), self.atoms.chunks())
     }
 
     fn thread(&mut self, t: usize) -> &mut Thread {
