@@ -22,8 +22,12 @@ impl Recovery for Whole<'_> {
 }
 
 fn crash(w: &str, design: &str, instants: Instants, whole: bool) -> Report {
+    crash_ops(w, 25, design, instants, whole)
+}
+
+fn crash_ops(w: &str, ops: u64, design: &str, instants: Instants, whole: bool) -> Report {
     let mut p = std::collections::BTreeMap::new();
-    p.insert("ops".to_string(), "25".to_string());
+    p.insert("ops".to_string(), ops.to_string());
     let g = pmsim_workloads::generate(w, &p).unwrap();
     let wrapped = Whole(&*g.recovery);
     let req = Request {
@@ -34,7 +38,7 @@ fn crash(w: &str, design: &str, instants: Instants, whole: bool) -> Report {
         instants,
         model: None,
         recovery: Some(if whole { &wrapped } else { &*g.recovery }),
-        replay_input: format!("--workload {w} -p ops=25"),
+        replay_input: format!("--workload {w} -p ops={ops}"),
         max_failures: usize::MAX,
     };
     run(&req).unwrap_or_else(|e| panic!("{w} under {design}: {e}"))
@@ -80,6 +84,25 @@ fn reused_verdicts_are_the_verdicts_of_a_run_on_every_image() {
     // The comparison means something only if verdicts were reused and some were failures.
     assert!(reused > 1000, "only {reused} more verdicts reused than by the reference");
     assert!(rejected > 0, "no image was rejected by a recovery");
+}
+
+#[test]
+fn reused_queue_pieces_are_the_verdicts_of_a_run_on_every_image() {
+    // The persistent queues check their slots and their durable inserts 64 at a time: enough
+    // inserts for several pieces of each, at every instant, under a design whose images the
+    // recovery rejects (a head persisted before its entry) and under one it accepts.
+    let (mut reused, mut rejected) = (0, 0);
+    for w in ["cwl", "2lc"] {
+        for design in ["asap-ep", "broken-asap-ep-no-delay", "broken-eadr-no-battery"] {
+            let fast = crash_ops(w, 200, design, Instants::Every, false);
+            let every = crash_ops(w, 200, design, Instants::Every, true);
+            assert_eq!(json(&fast), json(&every), "{w} under {design}");
+            reused += every.recovery_runs - fast.recovery_runs;
+            rejected += fast.failures.iter().filter(|f| f.recovery_error.is_some()).count();
+        }
+    }
+    assert!(reused > 1000, "only {reused} more verdicts reused than by the reference");
+    assert!(rejected > 0, "no queue image was rejected by its recovery");
 }
 
 #[test]

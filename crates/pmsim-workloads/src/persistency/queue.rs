@@ -28,7 +28,7 @@
 use super::mcs::Mcs;
 use crate::ctx::{Ctx, Gen};
 use crate::params::{compute_up_to_2_32, int, power_of_two, ParamSpec, Params};
-use crate::recovery::{OpRecord, Recovery, RecoveryError, RecoveryReport};
+use crate::recovery::{piece, OpRecord, PieceCache, Recovery, RecoveryError, RecoveryReport};
 use crate::registry::{Generated, WorkloadSpec};
 use pmsim_trace::MemImage;
 
@@ -115,9 +115,16 @@ impl Shape {
 
 /// The bytes COPY writes for insert `tag`: the length, then a pattern no other insert writes.
 fn entry_bytes(entry: u64, tag: u64) -> Vec<u8> {
-    let mut b = entry.to_le_bytes().to_vec();
-    b.extend((0..entry).map(|j| ((tag.wrapping_mul(131) + j * 7) % 251 + 1) as u8));
-    b
+    (0..8 + entry).map(|j| entry_byte(entry, tag, j)).collect()
+}
+
+/// Byte `j` of [`entry_bytes`].
+fn entry_byte(entry: u64, tag: u64, j: u64) -> u8 {
+    if j < 8 {
+        (entry >> (8 * j)) as u8
+    } else {
+        ((tag.wrapping_mul(131) + (j - 8) * 7) % 251 + 1) as u8
+    }
 }
 
 pub static CWL: WorkloadSpec = WorkloadSpec {
@@ -313,8 +320,34 @@ struct QueueRecovery {
     need: Vec<(u64, [u64; 2])>,
 }
 
+/// Slots (and inserts) per recovery piece: a crash sweep reruns only the pieces whose words
+/// or dfences changed, not the whole queue at every image (that was quadratic in the queue).
+const PER_PIECE: u64 = 64;
+
+/// A piece's output: the first slot whose entry differs and the byte where, if any.
+struct SlotsPiece(Option<(u64, u64)>);
+/// A piece's output: inserts durable by then, and the largest slot among them.
+struct DurablePiece(u64, Option<u64>);
+
+impl QueueRecovery {
+    /// The first byte where the image's entry in slot `k` differs from the one inserted there.
+    fn slot_differs(&self, img: &MemImage, k: u64) -> Option<u64> {
+        let s = &self.s;
+        let (tag, base, len) = (self.slots[k as usize], s.data + k * s.slot, 8 + s.entry);
+        (0..len).step_by(8).find_map(|w| {
+            let got = img.read_u64(base + w).to_le_bytes();
+            (w..len.min(w + 8)).find(|&j| got[(j - w) as usize] != entry_byte(s.entry, tag, j))
+        })
+    }
+}
+
 impl Recovery for QueueRecovery {
-    fn check(&self, img: &MemImage, dfence_done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
+    fn check_with(
+        &self,
+        img: &MemImage,
+        dfence_done: &dyn Fn(u64) -> bool,
+        pieces: &mut dyn PieceCache,
+    ) -> Result<RecoveryReport, RecoveryError> {
         let s = &self.s;
         let head = img.read_u64(s.hdr);
         if !head.is_multiple_of(s.slot) || head / s.slot > self.slots.len() as u64 {
@@ -325,26 +358,34 @@ impl Recovery for QueueRecovery {
             )));
         }
         let valid = head / s.slot;
-        for k in 0..valid {
-            let want = entry_bytes(s.entry, self.slots[k as usize]);
-            let got = img.read_bytes(s.data + k * s.slot, want.len());
-            if got != want {
-                let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(0);
+        for from in (0..valid).step_by(PER_PIECE as usize) {
+            let to = (from + PER_PIECE).min(valid);
+            let out = piece(pieces, &[from, to], |_, _| {
+                SlotsPiece((from..to).find_map(|k| self.slot_differs(img, k).map(|at| (k, at))))
+            });
+            if let Some((k, at)) = out.0 {
                 return Err(RecoveryError::new(format!(
                     "head {head} covers slot {k}, but its entry differs at byte {at} (persisted before its data)"
                 )));
             }
         }
         let mut checked = 0;
-        for &(slot, [a, b]) in &self.need {
-            if dfence_done(a) && dfence_done(b) {
-                if slot >= valid {
-                    return Err(RecoveryError::new(format!(
-                        "durable insert into slot {slot} lost: head covers {valid} slots"
-                    )));
-                }
-                checked += 1;
+        for (i, chunk) in self.need.chunks(PER_PIECE as usize).enumerate() {
+            let out = piece(pieces, &[i as u64], |_, done| {
+                let durable = chunk.iter().filter(|&&(_, [a, b])| done(a) && done(b));
+                DurablePiece(durable.clone().count() as u64, durable.map(|&(slot, _)| slot).max())
+            });
+            // The first such insert in the chunk, named as a whole pass names it.
+            let lost = out
+                .1
+                .is_some_and(|max| max >= valid)
+                .then(|| chunk.iter().find(|&&(slot, [a, b])| slot >= valid && dfence_done(a) && dfence_done(b)));
+            if let Some(&(slot, _)) = lost.flatten() {
+                return Err(RecoveryError::new(format!(
+                    "durable insert into slot {slot} lost: head covers {valid} slots"
+                )));
             }
+            checked += out.0;
         }
         Ok(RecoveryReport { items: valid, durable_ops_checked: checked })
     }
