@@ -24,6 +24,9 @@ pub(crate) struct Closure {
     eu: Vec<FxHashMap<u32, Req>>,
     perf_epochs: Vec<BTreeSet<u32>>,
     pub propagated: bool,
+    /// The perform instants of the nodes whose sets changed others' through a backward edge:
+    /// where a sweep's verdict may change while the image stands still.
+    pub late: Vec<u64>,
 }
 
 impl Closure {
@@ -36,6 +39,7 @@ impl Closure {
             eu: vec![FxHashMap::default(); t],
             perf_epochs: vec![BTreeSet::new(); t],
             propagated: false,
+            late: Vec::new(),
             g,
         }
     }
@@ -100,6 +104,9 @@ impl Closure {
                 continue;
             }
             self.propagated = true;
+            if self.late.last() != Some(&g.nodes[x as usize].time) {
+                self.late.push(g.nodes[x as usize].time);
+            }
             changed.push((z, std::mem::replace(&mut self.reqs[z as usize], tmp)));
             let zn = &g.nodes[z as usize];
             if let Some(u) = self.eu[zn.thread as usize].get_mut(&zn.epoch) {

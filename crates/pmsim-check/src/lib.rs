@@ -53,6 +53,8 @@ pub struct Checker {
     /// ever points from a later-performed access to an earlier-performed one); `None` otherwise,
     /// in which case each [`Incremental`] recomputes them as time advances.
     static_reqs: Option<Arc<Vec<req::Req>>>,
+    /// See [`Checker::durability_instants`].
+    late: Vec<u64>,
 }
 
 impl Checker {
@@ -93,8 +95,32 @@ impl Checker {
         for &n in &graph.order {
             cl.process(n, &mut changed);
         }
+        let mut late = std::mem::take(&mut cl.late);
+        // A PM store that performs after a node whose prefix covers it (a node of a later epoch
+        // of its thread; under RP also a later release of its epoch): what a visible store
+        // requires grows when it performs, with no set changing (a load that performs before
+        // its thread's earlier store, under strict persistency).
+        for list in &graph.thread_nodes {
+            // The earliest perform time of the later nodes of later epochs, of the current
+            // epoch, and of the current epoch's releases.
+            let (mut later, mut epoch, mut here, mut rel) = (u64::MAX, u32::MAX, u64::MAX, u64::MAX);
+            for &n in list.iter().rev() {
+                let node = &graph.nodes[n as usize];
+                if node.epoch != epoch {
+                    (later, epoch, here, rel) = (later.min(here), node.epoch, u64::MAX, u64::MAX);
+                }
+                let covered_from = if model == Model::Rp { later.min(rel) } else { later };
+                if node.pm && node.is_store && node.time != u64::MAX && covered_from < node.time {
+                    late.push(node.time);
+                }
+                here = here.min(node.time);
+                if node.rel {
+                    rel = rel.min(node.time);
+                }
+            }
+        }
         let static_reqs = if cl.propagated { None } else { Some(Arc::new(cl.into_reqs())) };
-        Ok(Checker { graph, static_reqs })
+        Ok(Checker { graph, static_reqs, late })
     }
 
     pub fn model(&self) -> Model {
@@ -107,12 +133,20 @@ impl Checker {
     }
 
     /// The instants (ps, sorted, distinct) at which what must be durable grows: each completed
-    /// dfence's, and under x86 each completed fence point's. Between two of them, and between
-    /// changes of the image, no verdict changes except as nodes perform, so an exhaustive sweep
-    /// must crash there too.
+    /// dfence's, under x86 each completed fence point's, and each perform instant of a node
+    /// that performed after a node it precedes and so added to what that node requires (a store
+    /// performing after a later-epoch load of its thread; an edge into a node performed
+    /// earlier). Between two of them, and between changes of the image, no verdict changes, so
+    /// an exhaustive sweep must crash there too.
     pub fn durability_instants(&self) -> Vec<u64> {
         let g = &self.graph;
-        let mut at: Vec<u64> = g.dfences.iter().map(|d| d.time).chain(g.fences_done.iter().map(|f| f.0)).collect();
+        let mut at: Vec<u64> = g
+            .dfences
+            .iter()
+            .map(|d| d.time)
+            .chain(g.fences_done.iter().map(|f| f.0))
+            .chain(self.late.iter().copied())
+            .collect();
         at.sort_unstable();
         at.dedup();
         at
