@@ -386,3 +386,98 @@ def test_raw_byte_and_multi_line_arguments_are_kept_readably(prog, tmp_path):
     assert [ln for ln in out.read_text().splitlines() if ln.startswith("# meta args=")] == [
         f"# meta args={args}"
     ]
+
+
+# An allocator library as jemalloc is one: it exports malloc & co. and its own operator
+# new/delete, whose new allocates inside the library while its delete calls `free` (through the
+# PLT, so the traced program's `free` gets it). Each block carries a header; a block it did not
+# make aborts `free`, as glibc's "free(): invalid pointer" did when the runtime gave the
+# library's blocks to libc.
+ALLOC_LIB = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+#define MAGIC 0x5eedf00d5eedf00dULL
+static long made;
+static void *own(size_t n, size_t align) {
+  if (align < 16) align = 16;
+  uint8_t *raw = __libc_malloc(n + align + 32);
+  if (!raw) return NULL;
+  uint8_t *q = (uint8_t *)(((uintptr_t)raw + 32 + align - 1) & ~(uintptr_t)(align - 1));
+  uint64_t *h = (uint64_t *)q - 3;
+  h[0] = MAGIC; h[1] = (uint64_t)(uintptr_t)raw; h[2] = n;
+  made++;
+  return q;
+}
+static uint64_t *header(void *q) {
+  uint64_t *h = (uint64_t *)q - 3;
+  if (h[0] != MAGIC) { fputs("alloc lib: a block it did not make\n", stderr); abort(); }
+  return h;
+}
+long lib_blocks_made(void) { return made; }
+void *malloc(size_t n) { return own(n, 16); }
+void free(void *q) { if (q) { uint64_t *h = header(q); h[0] = 0; __libc_free((void *)(uintptr_t)h[1]); } }
+void *calloc(size_t a, size_t b) { void *p = own(a * b, 16); if (p) memset(p, 0, a * b); return p; }
+void *realloc(void *q, size_t n) {
+  if (!q) return own(n, 16);
+  void *p = own(n, 16);
+  if (p) { size_t old = header(q)[2]; memcpy(p, q, old < n ? old : n); free(q); }
+  return p;
+}
+void *memalign(size_t align, size_t n) { return own(n, align); }
+void *_Znwm(size_t n) { void *p = own(n, 16); if (!p) abort(); return p; }
+void *_Znam(size_t n) { return _Znwm(n); }
+void _ZdlPv(void *q) { free(q); }
+void _ZdaPv(void *q) { free(q); }
+void _ZdlPvm(void *q, size_t n) { (void)n; free(q); }
+void _ZdaPvm(void *q, size_t n) { (void)n; free(q); }
+"""
+
+ALLOC_USER = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+extern "C" long lib_blocks_made(void);
+int main() {
+  std::map<std::string, std::string> m;
+  m[std::string(80, 'k')] = std::string(90, 'v');
+  void *p = std::malloc(100);
+  p = std::realloc(p, 300);
+  std::free(p);
+  void *a = nullptr;
+  if (posix_memalign(&a, 256, 64) != 0) return 1;
+  std::free(a);
+  std::printf("%zu %ld\n", m.size(), lib_blocks_made());
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("pm", ["heap", "dax"])
+def test_a_program_linked_with_an_allocator_library_uses_it_throughout(tmp_path, pm):
+    # Tester M: a C++ program linked with jemalloc died at its first delete, traced or not.
+    lib_src = tmp_path / "alloc.c"
+    lib_src.write_text(ALLOC_LIB)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", tmp_path / "liballoc.so", lib_src], check=True)
+    src = tmp_path / "user.cpp"
+    src.write_text(ALLOC_USER)
+    prog = tmp_path / "user"
+    link = [f"-L{tmp_path}", f"-Wl,-rpath,{tmp_path}", "-lalloc"]
+    pmsim_cli("trace", "c++", "-O2", "-o", prog, src, *link, check=True)
+    untraced = subprocess.run([prog], capture_output=True, text=True, timeout=60)
+    assert untraced.returncode == 0, untraced.stderr
+    size, made = map(int, untraced.stdout.split())
+    # The strings (new), malloc, realloc and posix_memalign: all the library's.
+    assert size == 1 and made >= 5, untraced.stdout
+    (tmp_path / "pm").mkdir()
+    opt = "heap" if pm == "heap" else f"dax:{tmp_path / 'pm'}"
+    r = pmsim_cli("trace", "record", "--pm", opt, "-o", tmp_path / "t.bin", "--", prog)
+    assert r.returncode == 0, r.stderr
+    size, traced_made = map(int, r.stdout.split())
+    # Under --pm heap the C allocations are the PM heap's; new stays the library's (its own).
+    assert size == 1 and (traced_made == made if pm != "heap" else 2 <= traced_made < made), r.stdout
+    pmsim_cli("trace", "stats", tmp_path / "t.bin", check=True)

@@ -220,16 +220,42 @@ static void write_all(const void *p, size_t n) {
 
 /* ---------- address translation ---------- */
 
-static void range_full(void) {
+/* The file being placed in the PM range by this thread (-1: none), to name it if it does not fit. */
+static __thread int t_placing_fd = -1;
+
+/* "FILE" of the descriptor being placed, or "" (a region that is no file's). */
+static void placing_path(char *path, size_t cap, const char *before, const char *after) {
+  char link[64], p[256];
+  ssize_t n = -1;
+  if (t_placing_fd >= 0) {
+    snprintf(link, sizeof link, "/proc/self/fd/%d", t_placing_fd);
+    n = readlink(link, p, sizeof p - 1);
+  }
+  if (n > 0) {
+    p[n] = 0;
+    snprintf(path, cap, "%s%s%s", before, p, after);
+  } else {
+    path[0] = 0;
+  }
+}
+
+static void range_full(uint64_t size) {
+  char what[320], msg[480];
+  placing_path(what, sizeof what, " (", ")");
+  uint64_t used = g_next_trace_off;
   spin_unlock(&g_range_lock);
-  die("persistent memory regions exceed the trace's 16 GiB PM range");
+  snprintf(msg, sizeof msg,
+           "persistent memory regions exceed the trace's 16 GiB PM range: a mapping%s needs %.1f MiB "
+           "more, %.1f MiB are placed already (map less of it, or make the file smaller)",
+           what, (double)size / 1048576, (double)used / 1048576);
+  die(msg);
 }
 
 /* Trace space for `size` bytes, page-aligned; under g_range_lock. */
 static uint64_t reserve_trace(uint64_t size) {
   uint64_t tb = PM_WINDOW + g_next_trace_off;
   if (size > PM_WINDOW_SIZE - g_next_trace_off)
-    range_full();
+    range_full(size);
   g_next_trace_off += (size + 4095) & ~4095ULL;
   if (g_next_trace_off > PM_WINDOW_SIZE)
     g_next_trace_off = PM_WINDOW_SIZE;
@@ -245,8 +271,14 @@ static void put_range_locked(uint64_t base, uint64_t size, uint64_t tb) {
       break;
     }
   if (slot >= MAX_RANGES) {
+    char what[320], msg[480];
+    placing_path(what, sizeof what, " (the next: ", ")");
     spin_unlock(&g_range_lock);
-    die("more than 256 persistent memory regions mapped at once");
+    snprintf(msg, sizeof msg,
+             "more than 256 persistent memory regions mapped at once%s: unmap the ones no longer used, "
+             "or give --pm a narrower directory",
+             what);
+    die(msg);
   }
   g_ranges[slot].base = base;
   g_ranges[slot].trace_base = tb;
@@ -320,8 +352,13 @@ static void add_file_range(uint64_t base, uint64_t len, int fd, uint64_t off) {
       f = &g_files[i];
   if (!f) {
     if (g_nfiles >= MAX_RANGES) {
+      char what[320], msg[480];
+      t_placing_fd = fd;
+      placing_path(what, sizeof what, " (the 257th: ", ")");
+      t_placing_fd = -1;
       spin_unlock(&g_range_lock);
-      die("more than 256 persistent memory files mapped");
+      snprintf(msg, sizeof msg, "more than 256 persistent memory files mapped%s: give --pm a narrower directory", what);
+      die(msg);
     }
     f = &g_files[g_nfiles++];
     f->dev = (uint64_t)st.st_dev;
@@ -329,6 +366,7 @@ static void add_file_range(uint64_t base, uint64_t len, int fd, uint64_t off) {
     f->next = 0;
   }
   uint64_t need = off + len, fsize = (uint64_t)st.st_size;
+  t_placing_fd = fd;
   cover_file(f, need > fsize ? need : fsize);
   for (int i = 0; i < f->next; i++) {
     const struct pm_extent *e = &f->ext[i];
@@ -338,6 +376,7 @@ static void add_file_range(uint64_t base, uint64_t len, int fd, uint64_t off) {
     if (!have_range(base + (lo - off), hi - lo))
       put_range_locked(base + (lo - off), hi - lo, e->tb + (lo - e->off));
   }
+  t_placing_fd = -1;
   spin_unlock(&g_range_lock);
 }
 
@@ -1651,23 +1690,91 @@ static void heap_free(void *p) {
 
 static inline int heap_on(void) { return g_on && g_mode == PM_HEAP && g_heap; }
 
+/* What is not the PM heap's goes to the allocator the program would use without the tracer:
+ * the next definition after these (an allocator library it links or preloads, jemalloc,
+ * tcmalloc, mimalloc; else libc's). Forwarding to libc's directly broke such a program: the
+ * library's own `operator new` allocated from it while the library's `operator delete` ended
+ * here, in libc's free. Looked up once (dlsym); what dlsym itself allocates meanwhile comes
+ * from a static buffer whose blocks are never freed. */
+struct next_alloc {
+  void *(*malloc)(size_t);
+  void (*free)(void *);
+  void *(*calloc)(size_t, size_t);
+  void *(*realloc)(void *, size_t);
+  void *(*memalign)(size_t, size_t);
+};
+static struct next_alloc g_next_store;
+static struct next_alloc *_Atomic g_next;
+static __thread int t_resolving_alloc;
+static _Alignas(16) uint8_t g_boot_buf[16384];
+static atomic_size_t g_boot_used;
+
+static void *boot_alloc(size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  size_t at = atomic_fetch_add(&g_boot_used, n);
+  if (n > sizeof g_boot_buf || at > sizeof g_boot_buf - n)
+    return NULL;
+  return g_boot_buf + at;
+}
+static inline int in_boot(const void *p) {
+  return (uint64_t)((const uint8_t *)p - g_boot_buf) < sizeof g_boot_buf;
+}
+
+static struct next_alloc *next_alloc(void) {
+  struct next_alloc *n = atomic_load_explicit(&g_next, memory_order_acquire);
+  if (n || t_resolving_alloc)
+    return n;
+  t_resolving_alloc = 1;
+  struct next_alloc r = {
+      (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc"),
+      (void (*)(void *))dlsym(RTLD_NEXT, "free"),
+      (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "calloc"),
+      (void *(*)(void *, size_t))dlsym(RTLD_NEXT, "realloc"),
+      (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "memalign"),
+  };
+  if (!r.memalign) /* the same (alignment, size) contract where memalign is not exported */
+    r.memalign = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "aligned_alloc");
+  /* All from one allocator or none: libc's (a static link, an allocator without memalign). */
+  if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.memalign)
+    r = (struct next_alloc){__libc_malloc, __libc_free, __libc_calloc, __libc_realloc, __libc_memalign};
+  /* Threads that race here store the same functions. */
+  g_next_store = r;
+  atomic_store_explicit(&g_next, &g_next_store, memory_order_release);
+  t_resolving_alloc = 0;
+  return &g_next_store;
+}
+
 /* Weak, as the PMDK wrappers: a program with an allocator of its own (malloc, free, calloc,
  * realloc defined in it) links, and its definitions win. Its memory is then what its allocator
  * carves (from a static arena, from mmap), which is not the PM heap. */
 #define ALLOC_FN __attribute__((weak))
 
-ALLOC_FN void *malloc(size_t n) { return heap_on() ? heap_alloc(n, 16) : __libc_malloc(n); }
+ALLOC_FN void *malloc(size_t n) {
+  if (heap_on())
+    return heap_alloc(n, 16);
+  struct next_alloc *a = next_alloc();
+  return a ? a->malloc(n) : boot_alloc(n);
+}
 ALLOC_FN void free(void *p) {
-  if (!p)
+  if (!p || in_boot(p))
     return;
-  if (in_heap(p))
+  if (in_heap(p)) {
     heap_free(p);
-  else
-    __libc_free(p);
+    return;
+  }
+  struct next_alloc *a = next_alloc();
+  if (a)
+    a->free(p);
 }
 ALLOC_FN void *calloc(size_t a, size_t b) {
-  if (!heap_on())
-    return __libc_calloc(a, b);
+  if (!heap_on()) {
+    struct next_alloc *x = next_alloc();
+    if (x)
+      return x->calloc(a, b);
+    if (b && a > SIZE_MAX / b)
+      return NULL;
+    return boot_alloc(a * b); /* static: zero */
+  }
   if (b && a > SIZE_MAX / b) {
     errno = ENOMEM;
     return NULL;
@@ -1685,8 +1792,17 @@ ALLOC_FN void *calloc(size_t a, size_t b) {
 ALLOC_FN void *realloc(void *p, size_t n) {
   if (!p)
     return malloc(n);
-  if (!in_heap(p))
-    return __libc_realloc(p, n);
+  if (in_boot(p)) { /* dlsym's, moved to the program's allocator (its size is not kept: at most the rest) */
+    void *q = malloc(n);
+    size_t room = sizeof g_boot_buf - (size_t)((uint8_t *)p - g_boot_buf);
+    if (q)
+      memcpy(q, p, n < room ? n : room);
+    return q;
+  }
+  if (!in_heap(p)) {
+    struct next_alloc *a = next_alloc();
+    return a ? a->realloc(p, n) : NULL;
+  }
   if (n == 0) { /* as glibc: the block is freed and NULL returned */
     heap_free(p);
     return NULL;
@@ -1705,8 +1821,10 @@ ALLOC_FN void *realloc(void *p, size_t n) {
   return q;
 }
 ALLOC_FN void *memalign(size_t align, size_t n) {
-  if (!heap_on())
-    return __libc_memalign(align, n);
+  if (!heap_on()) {
+    struct next_alloc *a = next_alloc();
+    return a ? a->memalign(align, n) : NULL;
+  }
   if (align > SIZE_MAX / 2 + 1) { /* as glibc */
     errno = EINVAL;
     return NULL;
