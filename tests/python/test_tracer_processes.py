@@ -149,6 +149,57 @@ def test_a_pm_file_grown_to_gigabytes_fits_the_trace_pm_range(tmp_path):
     assert stores == [(base + i * (64 << 20), i + 1) for i in range(24)]
 
 
+# many DIR N SIZE: N files of SIZE bytes in DIR, each mapped and written once, all kept mapped.
+MANY = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  int n = atoi(argv[2]);
+  size_t size = strtoull(argv[3], NULL, 0);
+  char name[4096];
+  for (int i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "%s/f%d", argv[1], i);
+    int fd = open(name, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ftruncate(fd, (off_t)size)) return 1;
+    long *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return 1;
+    close(fd);
+    p[0] = i;
+  }
+  printf("%d\n", n);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "files, size, says",
+    [
+        # One sparse file larger than the trace's PM range (Ralloc maps 64 GiB).
+        (1, 17 << 30, ["exceed the trace's 16 GiB PM range", "/f0)", "needs 17408.0 MiB"]),
+        # A log-structured store's segments, all mapped at once.
+        (257, 4096, ["more than 256 persistent memory files", "the 257th: ", "/f256)"]),
+    ],
+    ids=["too-large", "too-many"],
+)
+def test_pm_files_beyond_the_runtimes_limits_are_named(tmp_path, files, size, says):
+    # Tester M: the message named neither the file nor the size it needed.
+    _build_traced(tmp_path, "many", MANY, "-O1")
+    dax = tmp_path / "dax"
+    dax.mkdir()
+    out = tmp_path / "many.trace"
+    r = _record(out, tmp_path / "many", dax, str(files), str(size), pm=f"dax:{dax}")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and all(s in r.stderr for s in says), r.stderr
+    assert str(dax) in r.stderr
+    # What was traced before is kept, marked incomplete.
+    meta = pmsim_cli("trace", "stats", out, check=True).stdout
+    assert "incomplete" in meta, meta
+
+
 # persist N TAG: N stores of TAG*1000 + i to the PM heap, each flushed and fenced.
 PERSIST = r"""
 #include <immintrin.h>
