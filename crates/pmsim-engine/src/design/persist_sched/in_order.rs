@@ -11,7 +11,8 @@
 //! passes its barrier.
 
 use super::{BankView, EpochKey, PersistScheduler, Pick, Queues, Req};
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 
 #[derive(Default)]
 pub struct InOrder {
@@ -22,8 +23,9 @@ pub struct InOrder {
     /// Per global epoch: requests not yet persisted.
     remaining: BTreeMap<u64, u32>,
     epochs_drained: u64,
-    /// Scratch, reused across steps: (seq, entry, mc) candidates and free queue entries per MC.
-    cand: Vec<(u64, usize, usize)>,
+    /// Scratch, reused across steps: the merge front, (seq, entry, index in its queue) of each
+    /// entry's oldest request not yet considered, and free queue entries per MC.
+    front: BinaryHeap<Reverse<(u64, usize, usize)>>,
     free: Vec<usize>,
 }
 
@@ -77,19 +79,28 @@ impl PersistScheduler for InOrder {
         self.advance();
         self.free.clear();
         self.free.extend_from_slice(&v.queue_free);
-        // Oldest first across entries: by arrival sequence.
-        self.cand.clear();
-        for (i, e) in q.entries.iter().enumerate() {
-            for r in e.queued.iter().filter(|r| r.tag <= self.current) {
-                self.cand.push((r.seq, i, r.mc as usize));
-            }
-        }
-        self.cand.sort_unstable();
-        for &(seq, i, mc) in &self.cand {
+        // Oldest first across entries, by arrival sequence: a merge of the entries' queues (each
+        // in arrival order), stopped once no MC takes more. Sorting every queued request at
+        // every step made one long epoch of a large buffer quadratic.
+        // An entry's tags never decrease along its queue (`on_arrive`), so its eligible requests
+        // are a prefix of it.
+        let current = self.current;
+        let next_from = |i: usize, k: usize| {
+            let r = q.entries[i].queued.get(k).filter(|r| r.tag <= current)?;
+            Some(Reverse((r.seq, i, k)))
+        };
+        self.front.clear();
+        self.front.extend((0..q.entries.len()).filter_map(|i| next_from(i, 0)));
+        let mut room: usize = self.free.iter().sum();
+        while room > 0 {
+            let Some(Reverse((seq, i, k))) = self.front.pop() else { break };
+            let mc = q.entries[i].queued[k].mc as usize;
             if self.free[mc] > 0 {
                 self.free[mc] -= 1;
+                room -= 1;
                 out.push((i, seq));
             }
+            self.front.extend(next_from(i, k + 1));
         }
     }
 
