@@ -194,6 +194,72 @@ proptest! {
     }
 }
 
+/// Eq. 2 computed the way the seed states it, over the whole entries x banks table.
+fn eq2_by_definition(q: &Queues, nb: usize, sigma: f64, broken: bool) -> Vec<f64> {
+    let ready = |e: &persist_sched::Entry, r: &Req| {
+        Some(r.key()) == e.first_epoch() || (broken && Some(r.key()) == e.second_epoch())
+    };
+    let mut all = vec![0i32; nb];
+    for e in q.entries.iter().filter(|e| !e.remote) {
+        for r in e.queued.iter().filter(|r| ready(e, r)) {
+            all[r.bank as usize] += 1;
+        }
+    }
+    q.entries
+        .iter()
+        .map(|e| {
+            let (mut ri, mut ni) = (vec![0i32; nb], vec![0i32; nb]);
+            if !e.remote {
+                for r in &e.queued {
+                    if ready(e, r) {
+                        ri[r.bank as usize] += 1;
+                    } else if Some(r.key()) == e.second_epoch() {
+                        ni[r.bank as usize] += 1;
+                    }
+                }
+            }
+            let blp = (0..nb).filter(|&b| all[b] - ri[b] + ni[b] > 0).count();
+            blp as f64 - sigma * ri.iter().sum::<i32>() as f64
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// The scheduler's priorities (corrected per entry from BLP(R), at the banks the entry
+    /// touches) are Eq. 2's, including after requests leave and epochs complete.
+    #[test]
+    fn priorities_are_eq_2_by_definition(
+        reqs in proptest::collection::vec((0u16..5, 0u8..4, 0u16..8), 1..80),
+        taken in proptest::collection::vec(any::<bool>(), 1..9),
+        broken in any::<bool>(),
+    ) {
+        let p = SchedParams { sigma: 0.375, ..params(broken) };
+        let mut s = persist_sched::broi::Broi::new(&p);
+        let mut q = Queues::new(4, 1);
+        let mut epoch = [1u64; 5];
+        for (i, &(e, bump, bank)) in reqs.iter().enumerate() {
+            epoch[e as usize] += u64::from(bump == 0);
+            let mut r = req(e, epoch[e as usize], bank, i as u64);
+            q.stamp(&mut r);
+            q.push(r);
+        }
+        for round in 0..3 {
+            let got = s.priorities(&q, 8).to_vec();
+            prop_assert_eq!(got, eq2_by_definition(&q, 8, p.sigma, broken), "round {}", round);
+            // Issue and persist some first-epoch requests, so sets shrink and epochs advance.
+            for (e, on) in (0..q.entries.len()).zip(taken.iter().cycle()) {
+                let first = q.entries[e].first_epoch();
+                let pick = q.entries[e].queued.iter().find(|r| Some(r.key()) == first).map(|r| r.seq);
+                if let (true, Some(seq)) = (*on || round == 2, pick) {
+                    let r = q.take(e, seq).unwrap();
+                    q.persisted(e, r.key());
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn the_broken_variant_does_cross_barriers() {
     // Two epochs of one thread in two banks: the broken Ready-SET includes the second.

@@ -57,11 +57,12 @@ pub struct Broi {
     starvation_ps: u64,
     low_util: f64,
     broken: bool,
-    /// Scratch, reused: per-bank counts of R, per entry x bank counts of R_i and N_i.
+    /// Scratch, reused: per-bank counts of R, and of one entry's R_i and N_i (zero between
+    /// entries; `touched` lists the banks to reset).
     r: Vec<i32>,
     ri: Vec<i32>,
     ni: Vec<i32>,
-    size: Vec<u32>,
+    touched: Vec<usize>,
     pri: Vec<f64>,
     best: Vec<Option<Cand>>,
     free: Vec<usize>,
@@ -83,7 +84,7 @@ impl Broi {
             r: Vec::new(),
             ri: Vec::new(),
             ni: Vec::new(),
-            size: Vec::new(),
+            touched: Vec::new(),
             pri: Vec::new(),
             best: Vec::new(),
             free: Vec::new(),
@@ -96,36 +97,64 @@ impl Broi {
     }
 
     /// Eq. 2 priority of every local entry's SubReady-SET (for tests and the pick).
+    ///
+    /// Cost per step is the queued requests plus the entries and banks, never entries x banks:
+    /// an entry changes BLP(R - R_i + N_i) against BLP(R) only at the banks its own R_i and
+    /// N_i touch, so each entry starts from BLP(R) and corrects those banks alone (at 64
+    /// cores the full entries x banks table was most of a step).
     pub fn priorities(&mut self, q: &Queues, nb: usize) -> &[f64] {
         let ne = q.entries.len();
         self.r.clear();
         self.r.resize(nb, 0);
         self.ri.clear();
-        self.ri.resize(ne * nb, 0);
+        self.ri.resize(nb, 0);
         self.ni.clear();
-        self.ni.resize(ne * nb, 0);
-        self.size.clear();
-        self.size.resize(ne, 0);
-        for (i, e) in q.entries.iter().enumerate() {
+        self.ni.resize(nb, 0);
+        for e in &q.entries {
             if e.remote {
                 continue;
             }
             let (Some(first), second) = (e.first_epoch(), e.second_epoch()) else { continue };
             for r in &e.queued {
-                let b = r.bank as usize;
                 if r.key() == first || (self.broken && Some(r.key()) == second) {
-                    self.ri[i * nb + b] += 1;
-                    self.r[b] += 1;
-                    self.size[i] += 1;
-                } else if Some(r.key()) == second {
-                    self.ni[i * nb + b] += 1;
+                    self.r[r.bank as usize] += 1;
                 }
             }
         }
+        let base = self.r.iter().filter(|&&n| n > 0).count() as i64;
         self.pri.clear();
-        for i in 0..ne {
-            let blp = (0..nb).filter(|&b| self.r[b] - self.ri[i * nb + b] + self.ni[i * nb + b] > 0).count();
-            self.pri.push(blp as f64 - self.sigma * self.size[i] as f64);
+        self.pri.resize(ne, base as f64);
+        for (i, e) in q.entries.iter().enumerate() {
+            if e.remote || e.queued.is_empty() {
+                continue;
+            }
+            let (Some(first), second) = (e.first_epoch(), e.second_epoch()) else { continue };
+            self.touched.clear();
+            let mut size = 0u32;
+            for r in &e.queued {
+                let b = r.bank as usize;
+                let ready = r.key() == first || (self.broken && Some(r.key()) == second);
+                if !ready && Some(r.key()) != second {
+                    continue;
+                }
+                if self.ri[b] == 0 && self.ni[b] == 0 {
+                    self.touched.push(b);
+                }
+                if ready {
+                    size += 1;
+                    self.ri[b] += 1;
+                } else {
+                    self.ni[b] += 1;
+                }
+            }
+            let mut blp = base;
+            for &b in &self.touched {
+                let r = self.r[b];
+                blp += i64::from(r - self.ri[b] + self.ni[b] > 0) - i64::from(r > 0);
+                self.ri[b] = 0;
+                self.ni[b] = 0;
+            }
+            self.pri[i] = blp as f64 - self.sigma * f64::from(size);
         }
         &self.pri
     }
@@ -139,11 +168,17 @@ impl PersistScheduler for Broi {
     fn pick(&mut self, q: &Queues, v: &BankView, out: &mut Vec<Pick>) {
         let nb = v.backlog.len();
         self.steps += 1;
+        let bpm = v.banks_per_mc.max(1);
+        let open = |b: usize| v.backlog[b] == 0 && v.queue_free[b / bpm] > 0;
+        // A saturated memory side (the common step under load: every bank busy or every
+        // queue full) takes nothing, whatever the priorities.
+        if !(0..nb).any(open) {
+            self.wake = None;
+            return;
+        }
         self.priorities(q, nb);
         self.best.clear();
         self.best.resize(nb, None);
-        let bpm = v.banks_per_mc.max(1);
-        let open = |b: usize| v.backlog[b] == 0 && v.queue_free[b / bpm] > 0;
         // The earliest time a waiting remote candidate turns starved.
         let mut starves = u64::MAX;
         for (i, e) in q.entries.iter().enumerate() {
