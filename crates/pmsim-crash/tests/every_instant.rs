@@ -176,21 +176,18 @@ fn every_fails_exactly_when_a_crash_after_any_event_fails() {
 
 #[test]
 fn every_crashes_where_a_late_store_adds_to_a_visible_stores_requirements() {
-    // Tester O: under strict persistency a load performs before its thread's earlier store (TSO),
-    // so T1's store 5 follows T0's store 3 (program order to the load, conflict to 5) though 3
-    // performs last. Store 5 is visible from 407.25 ns; 3 performs at 462 ns, and only then
-    // does the image lack 5's predecessor: nothing in the image changes and no dfence
-    // completes, so `Every` must crash at that perform instant too. Whatever fails after any
-    // event must then fail at the last instant `Every` checked before it.
-    let text = "# pmsim trace v1\nthreads 2\nT1 load 0x100001020 32\nT0 rmw 0x100001000 8 5f\n\
-                T1 store 0x100001028 8\nT0 store 0x100000033 2 8d51\nT0 load 0x100001031 2\n\
-                T1 store 0x100001000 64\nT1 ntstore 0x100001050 16 b7d4ea03\n";
-    let trace = Arc::new(pmsim_trace::text::parse_str("o1.trace", text).unwrap());
-    let mut cfg = Config::default();
-    for (k, v) in [("rt.entries", "1"), ("pb.entries", "1"), ("et.entries", "1"), ("mc.wpq_entries", "1")] {
-        cfg.set(k, v).unwrap();
-    }
-    cfg.set("core.store_buffer", "2").unwrap();
+    // Tester O's shape: under strict persistency a load performs before its thread's earlier
+    // store (TSO), so T1's store to the loaded line follows T0's store X (program order to the
+    // load, then the conflict) though X performs last. T0's first load makes the line hot; X's
+    // line is cold, so X performs at the end of its miss, well after T1's store reached the
+    // image. Only at X's perform instant does the image lack the store's predecessor: nothing
+    // in the image changes and no dfence completes then, so `Every` must crash at that perform
+    // instant too. Whatever fails after any event must then fail at the last instant `Every`
+    // checked before it.
+    let text = "# pmsim trace v1\nthreads 2\nT0 load 0x100002000 8\nT0 store 0x100000000 8 3\n\
+                T0 load 0x100002000 8\nT1 compute 900\nT1 store 0x100002000 8 5\n";
+    let trace = Arc::new(pmsim_trace::text::parse_str("late.trace", text).unwrap());
+    let cfg = Config::default();
     let strict =
         |instants| Request { model: Some(pmsim_check::Model::Strict), ..request(&trace, &cfg, "hops-ep", instants) };
     let dense = every_event_instant(&trace, &cfg, "hops-ep");

@@ -110,6 +110,7 @@ config! {
         interleave: u64 = 4096, "bytes", @pow2(64, 1 << 40), "physical address interleaving across MCs (power of two, >= 64)";
         mapping: String = "interleave".into(), "name", @one_of(&["interleave", "xor"]), "address mapper: interleave | xor (interleave with XOR of higher bits)";
         wpq_entries: usize = 16, "entries", @int(1, 4096), "write pending queue per MC (inside the ADR persistence domain; optane model: the banked model has bank.write_queue)";
+        wpq_read_ns: f64 = 10.0, "ns", @LATENCY_NS, "a read served from the write queue (a queued write of its line forwards the data; no media access): the MC's own pipeline, gem5's memory-controller frontend latency, which the ASAP artifact ran with";
     }
     pm: PmCfg {
         read_ns: f64 = 175.0, "ns", @LATENCY_NS, "media read latency (optane model; banked: bank.*)";

@@ -25,13 +25,20 @@ pub struct Note {
     pub line: u64,
 }
 
-/// A design's own event: what `tag` and `arg` mean is the design's business.
+/// A design's own event: what `tag` and `arg` mean is the design's business, except the
+/// [`AT_MC`] range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DesignEv {
     pub tag: u16,
     pub core: u16,
     pub arg: u64,
 }
+
+/// The tag range (`AT_MC | n`, n < 0x1000) of a [`DesignEv`] given to an MC as a write's reply
+/// that goes to a controller at the MC itself (the delegated designs' MC-side scheduler): it
+/// arrives when the write is persistent, with no `noc.ack_ns` crossing back to a core. Designs
+/// number their own tags below 0x1000; the RDMA network's are 0xF000 and up.
+pub const AT_MC: u16 = 0xE000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Ev {
@@ -565,13 +572,25 @@ impl Machine {
             }
             self.persist_version += 1;
             if let Some(r) = reply {
-                self.schedule(now + self.ack_ps, Ev::Design(r));
+                self.schedule(now + self.reply_ps(&r), Ev::Design(r));
             }
         }
         self.mc_outputs(mc);
     }
 
-    /// Collects a banked MC's outputs: wake-ups to schedule, replies (one hop), retired lines.
+    /// How long an MC's reply `r` takes to reach its receiver: an acknowledgement crosses the
+    /// chip (`noc.ack_ns`); a reply to a controller at the MC itself ([`AT_MC`]) does not.
+    #[inline]
+    fn reply_ps(&self, r: &DesignEv) -> u64 {
+        if r.tag & 0xF000 == AT_MC {
+            0
+        } else {
+            self.ack_ps
+        }
+    }
+
+    /// Collects a banked MC's outputs: wake-ups to schedule, replies (acknowledgements, one
+    /// `noc.ack_ns` later, as the optane model's), retired lines.
     pub fn mc_outputs(&mut self, mc: usize) {
         if self.mcs[mc].banks.is_none() {
             return;
@@ -586,7 +605,7 @@ impl Machine {
             self.schedule(t, Ev::McDone(mc as u16));
         }
         for &r in &replies {
-            self.schedule(self.now + self.hop_ps, Ev::Design(r));
+            self.schedule(self.now + self.reply_ps(&r), Ev::Design(r));
         }
         if self.track_data {
             self.nvm_written.extend_from_slice(&retired);
@@ -660,14 +679,14 @@ impl Machine {
         for &(reply, done) in &acc {
             self.schedule(done, Ev::McDone(mc as u16));
             if let Some(r) = reply {
-                self.schedule(self.now + self.ack_ps, Ev::Design(r));
+                self.schedule(self.now + self.reply_ps(&r), Ev::Design(r));
             }
         }
         self.mc_accepted = acc;
         // Functional writes whose line's older write just became persistent.
         for i in 0..self.mcs[mc].out_replies.len() {
             let r = self.mcs[mc].out_replies[i];
-            self.schedule(self.now + self.ack_ps, Ev::Design(r));
+            self.schedule(self.now + self.reply_ps(&r), Ev::Design(r));
         }
         self.mcs[mc].out_replies.clear();
         self.release_mc_held(mc);

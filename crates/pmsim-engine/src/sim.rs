@@ -340,8 +340,11 @@ impl Simulator {
         let seq = core.next_seq;
         core.next_seq += 1;
         // Stores prefetch their line as they enter the buffer, so misses overlap; ownership is
-        // granted, and the store performs, in order at the head.
-        let ready_at = if ev.kind == Kind::Store { self.prefetch(c, ev.addr) } else { 0 };
+        // granted, and the store performs, in order at the head. A release or rmw writes too: it
+        // prefetches the same way and performs only once its data is on chip (performing at the
+        // start of its miss let a design act on the line before it had arrived).
+        let ready_at =
+            if matches!(ev.kind, Kind::Store | Kind::Release | Kind::Rmw) { self.prefetch(c, ev.addr) } else { 0 };
         let core = &mut self.m.cores[c];
         core.sb.push_back(SbEntry {
             seq,
@@ -481,7 +484,7 @@ impl Simulator {
         let line = addr & !(LINE_BYTES - 1);
         let now = self.m.now;
         let acc = self.m.hier.load(c, line, now);
-        let lat = self.finish_access(line, acc);
+        let lat = self.finish_access(c, line, acc);
         if let Some(cause) = self.dispatch_side_effects(c) {
             self.hold_core(c, cause);
         }
@@ -489,12 +492,12 @@ impl Simulator {
     }
 
     /// Adds the memory read an access needs, recording when the fill lands.
-    fn finish_access(&mut self, line: u64, acc: crate::mem::hierarchy::Access) -> u64 {
+    fn finish_access(&mut self, c: usize, line: u64, acc: crate::mem::hierarchy::Access) -> u64 {
         let mut lat = acc.latency;
         if acc.mem_read {
             let now = self.m.now;
             lat += self.mem_read(line, now + acc.latency);
-            self.m.hier.set_ready(line, now + lat);
+            self.m.hier.set_ready(c, line, now + lat);
         }
         lat
     }
@@ -562,7 +565,7 @@ impl Simulator {
         let line = addr & !(LINE_BYTES - 1);
         let now = self.m.now;
         let acc = self.m.hier.prefetch(c, line, now);
-        let lat = self.finish_access(line, acc);
+        let lat = self.finish_access(c, line, acc);
         if let Some(cause) = self.dispatch_side_effects(c) {
             self.hold_core(c, cause);
         }
@@ -577,7 +580,7 @@ impl Simulator {
         let now = self.m.now;
         let acc =
             if head.kind == Kind::NtStore { self.m.hier.nt_store(c, line) } else { self.m.hier.store(c, line, now) };
-        let lat = self.finish_access(line, acc);
+        let lat = self.finish_access(c, line, acc);
         // At the drain a held eviction holds the design's next admission, not the core.
         let _ = self.dispatch_side_effects(c);
         if head.kind == Kind::Rmw {
@@ -708,6 +711,9 @@ impl Simulator {
                             return;
                         }
                         self.m.cores[c].head_done = true;
+                    }
+                    if self.wait_until(c, head.ready_at) {
+                        return;
                     }
                     if let Err(cause) = self.admit(c, head.kind, head.addr) {
                         self.m.drain_refused(c, cause);

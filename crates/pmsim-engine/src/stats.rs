@@ -106,7 +106,7 @@ pub struct RunStats {
     pub net: crate::net::NetReport,
 }
 
-fn round3(x: f64) -> f64 {
+pub(crate) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 

@@ -7,7 +7,7 @@
 //! crash the battery drains every buffer after the WPQs. PM lines leaving the LLC are dropped
 //! (the buffer already made them persistent).
 
-use super::pb::{occupancy_stats, EntryState, PersistBuffer};
+use super::pb::{active_pbs, occupancy_stats, EntryState, PersistBuffer};
 use super::{Design, DesignStats, PmStore, Promise, Step};
 use crate::config::{ns, Config};
 use crate::machine::{DesignEv, Machine, StallCause};
@@ -154,8 +154,7 @@ impl Design for Bbb {
     }
 
     fn stats(&self, m: &Machine, out: &mut DesignStats) {
-        let threads = m.cores.iter().filter(|c| c.stats.events > 0).count().max(1);
-        let pbs: Vec<&PersistBuffer> = self.cores.iter().take(threads).map(|c| &c.pb).collect();
+        let pbs = active_pbs(m, self.cores.iter().map(|c| &c.pb));
         occupancy_stats(&pbs, m.now, out);
         out.insert("pb_line_conflicts".into(), self.conflicts as f64);
     }

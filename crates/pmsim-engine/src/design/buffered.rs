@@ -22,7 +22,7 @@
 //! A `dfence` waits until every earlier epoch has committed (HOPS: persisted). Test-only broken
 //! variants switch off one mechanism each so the checker can be shown to catch them.
 
-use super::pb::{occupancy_stats, EntryState, PersistBuffer};
+use super::pb::{active_pbs, occupancy_stats, EntryState, PersistBuffer};
 use super::rt::{Layer, Record, RecordKind, RecoveryTable};
 use super::{DesignStats, PmStore, Promise, Step};
 use crate::config::{ns, Config};
@@ -1441,7 +1441,7 @@ impl super::Design for Buffered {
 
     fn stats(&self, m: &Machine, out: &mut DesignStats) {
         let threads = m.cores.iter().filter(|c| c.stats.events > 0).count().max(1);
-        let pbs: Vec<&PersistBuffer> = self.cores.iter().take(threads).map(|c| &c.pb).collect();
+        let pbs = active_pbs(m, self.cores.iter().map(|c| &c.pb));
         occupancy_stats(&pbs, m.now, out);
         let exec_ms = m.cores.iter().map(|c| c.stats.finish_ps).max().unwrap_or(0) as f64 / 1e9;
         let stall_ps: u64 = self.cores.iter().map(|c| c.flush_stall_ps).sum();

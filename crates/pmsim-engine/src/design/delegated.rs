@@ -31,11 +31,11 @@
 //! after every epoch it depends on. Persist buffers and BROI queues are volatile: at a crash
 //! only NVM (and a WPQ in the ADR domain) survive.
 
-use super::pb::{occupancy_stats, EntryState, PersistBuffer};
+use super::pb::{active_pbs, occupancy_stats, EntryState, PersistBuffer};
 use super::persist_sched::{self, BankView, EpochKey, PersistScheduler, Queues, Req, SchedParams};
 use super::{DesignStats, PmStore, Promise, Step};
 use crate::config::{ns, Config};
-use crate::machine::{DesignEv, Machine, StallCause};
+use crate::machine::{DesignEv, Machine, StallCause, AT_MC};
 use crate::mem::coherence::Conflict;
 use crate::mem::nvm::LineData;
 use pmsim_trace::Kind;
@@ -44,8 +44,12 @@ use std::collections::VecDeque;
 const RELEASE: u16 = 1;
 const ARRIVE: u16 = 2;
 const STEP: u16 = 3;
+/// The core's (or remote buffer's) acknowledgement of a persisted request, `noc.ack_ns` after
+/// the MC side learnt it (`PERSISTED`).
 const ACK: u16 = 4;
 const DEP_DONE: u16 = 5;
+/// A request persisted: the MC's reply to the MC-side scheduler itself, at once.
+const PERSISTED: u16 = 6 | AT_MC;
 /// `Req::core` of a request submitted through [`Delegated::submit_remote`].
 const NO_CORE: u16 = u16::MAX;
 
@@ -448,7 +452,7 @@ impl Delegated {
                     self.issued.len() - 1
                 }
             };
-            m.mc_write(r.mc as usize, r.data, Some(Self::ev(ACK, r.core as usize, slot as u64)));
+            m.mc_write(r.mc as usize, r.data, Some(Self::ev(PERSISTED, r.core as usize, slot as u64)));
         }
         let left = self.q.entries.iter().any(|e| !e.queued.is_empty());
         self.picks = picks;
@@ -472,14 +476,23 @@ impl Delegated {
         }
     }
 
-    fn ack(&mut self, m: &mut Machine, slot: usize) {
-        let Some(r) = self.issued[slot].take() else { return };
-        self.free_issued.push(slot);
+    /// The MC side learns that an issued request persisted when the MC does: the scheduler's
+    /// next barrier epoch need not wait for the acknowledgement's trip to the core (that
+    /// would charge every epoch the ACK latency twice, tester P's P10).
+    fn persisted(&mut self, m: &mut Machine, slot: usize) {
+        let Some(r) = self.issued[slot] else { return };
         self.sched.on_persisted(&r);
         if self.q.persisted(r.entry as usize, r.key()) {
             self.sched.on_epoch_done(&self.q, r.entry as usize, r.key());
         }
         self.schedule_step(m, m.now + self.step_ps);
+        m.schedule_design(m.now + m.ack_ps, Self::ev(ACK, r.core as usize, slot as u64));
+    }
+
+    /// The acknowledgement reaches the request's persist buffer (a core's or the remote one).
+    fn ack(&mut self, m: &mut Machine, slot: usize) {
+        let Some(r) = self.issued[slot].take() else { return };
+        self.free_issued.push(slot);
         if r.entry as usize >= self.local_entries {
             // A remote entry is shared: whoever feeds it may have room now.
             for c in self.remote_from..self.cores.len() {
@@ -722,6 +735,7 @@ impl super::Design for Delegated {
             RELEASE => self.release_tick(m, c),
             ARRIVE => self.arrive(m, ev.arg as usize),
             STEP => self.step(m),
+            PERSISTED => self.persisted(m, ev.arg as usize),
             ACK => self.ack(m, ev.arg as usize),
             DEP_DONE => self.dep_done(m, c, (ev.arg >> 48) as usize, ev.arg & ((1 << 48) - 1)),
             _ => {}
@@ -757,8 +771,7 @@ impl super::Design for Delegated {
     }
 
     fn stats(&self, m: &Machine, out: &mut DesignStats) {
-        let threads = m.cores.iter().filter(|c| c.stats.events > 0).count().max(1);
-        let pbs: Vec<&PersistBuffer> = self.cores.iter().take(threads).map(|c| &c.pb).collect();
+        let pbs = active_pbs(m, self.cores.iter().map(|c| &c.pb));
         occupancy_stats(&pbs, m.now, out);
         out.insert("epochs".into(), self.c.epochs as f64);
         out.insert("cross_thread_deps".into(), self.c.deps as f64);

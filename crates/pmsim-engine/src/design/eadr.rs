@@ -53,13 +53,14 @@ impl Eadr {
         Eadr { no_battery: true, ..Eadr::new(cfg) }
     }
 
-    /// Sends the write-combining buffers in `wc_send` straight into their MCs' WPQs.
+    /// Sends the write-combining buffers in `wc_send` to their MCs: the same on-chip transfer
+    /// (`noc.writeback_ns`) as the baseline's; a buffer is free once the WPQ's ACK is back.
     fn send_wc(&mut self, m: &mut Machine, core: usize) {
         let mut send = std::mem::take(&mut self.wc_send);
         for &line in &send {
             let data = buffer_data(m, line);
-            let mc = m.mc_of(line);
-            m.mc_write(mc, data, Some(DesignEv { tag: NT_ACK, core: core as u16, arg: line }));
+            let ack = DesignEv { tag: NT_ACK, core: core as u16, arg: line };
+            self.inflight.send(m, m.now + m.writeback_ps, data, Some(ack), ARRIVE);
         }
         send.clear();
         self.wc_send = send;
@@ -125,10 +126,10 @@ impl Design for Eadr {
 
     fn on_llc_evict(&mut self, m: &mut Machine, line: u64, dirty: bool) {
         if dirty {
+            // Inside the battery-backed domain wherever it is (the crash image is coherent
+            // memory), but it still takes the on-chip transfer to its MC.
             let data = m.coherent_line(line);
-            // Arrives at once: a write-back in flight is inside the battery-backed domain.
-            let mc = m.mc_of(line);
-            m.mc_write(mc, data, None);
+            self.inflight.send(m, m.now + m.writeback_ps, data, None, ARRIVE);
             self.writebacks += 1;
         }
     }

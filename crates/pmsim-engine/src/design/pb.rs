@@ -163,6 +163,16 @@ impl PersistBuffer {
 }
 
 /// Sums occupancy statistics over cores into `out` (names shared by every PB design).
+/// The persist buffers of the cores that ran a thread (cores with trace events), wherever they
+/// sit: an idle core's buffer is not a thread's (counting the first k cores instead reported an
+/// idle core's empty buffer when an earlier thread had no events, tester P's P2).
+pub fn active_pbs<'a>(
+    m: &crate::machine::Machine,
+    pbs: impl Iterator<Item = &'a PersistBuffer>,
+) -> Vec<&'a PersistBuffer> {
+    pbs.zip(&m.cores).filter(|(_, c)| c.stats.events > 0).map(|(p, _)| p).collect()
+}
+
 pub fn occupancy_stats(pbs: &[&PersistBuffer], now: u64, out: &mut super::DesignStats) {
     let n = pbs.len().max(1) as f64;
     out.insert("pb_occupancy_avg".into(), pbs.iter().map(|p| p.occupancy_avg(now)).sum::<f64>() / n);

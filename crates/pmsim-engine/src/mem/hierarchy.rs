@@ -38,6 +38,11 @@ pub struct Hierarchy {
     stamp: u64,
     /// The designs are being shown the conflicts of the latest access (see [`Hierarchy::stamp`]).
     pub ordering_conflicts: bool,
+    /// Per core: until when a line it holds may still be arriving from memory (the latest
+    /// pending fill it took). A private hit before then looks the line's fill up, so a load of a
+    /// line the store buffer's prefetch is still bringing in waits for the data; after it, hits
+    /// need no directory look-up.
+    fill_pending_until: Vec<u64>,
 }
 
 impl Hierarchy {
@@ -62,6 +67,7 @@ impl Hierarchy {
             conflicts: Vec::new(),
             stamp: 0,
             ordering_conflicts: false,
+            fill_pending_until: vec![0; n],
         }
     }
 
@@ -119,10 +125,21 @@ impl Hierarchy {
         self.read(core, line, now, false)
     }
 
-    /// Records when a fill from memory brings `line` on chip.
-    pub fn set_ready(&mut self, line: u64, t: u64) {
+    /// Records when a fill from memory, requested by `core`, brings `line` on chip.
+    pub fn set_ready(&mut self, core: usize, line: u64, t: u64) {
         let e = self.dir.entry(line);
         e.ready_at = e.ready_at.max(t);
+        self.fill_pending_until[core] = self.fill_pending_until[core].max(t);
+    }
+
+    /// The latency of a private hit at `now`: the hit's own, or until the line's pending fill
+    /// lands (the line is installed when the fill is requested).
+    #[inline]
+    fn private_hit(&self, core: usize, line: u64, now: u64, lat: u64) -> u64 {
+        if now >= self.fill_pending_until[core] {
+            return lat;
+        }
+        self.dir.lines.get(&line).map_or(lat, |e| lat.max(e.ready_at.saturating_sub(now)))
     }
 
     /// The stamp an epoch opened now takes: accesses that performed before have at most this
@@ -148,7 +165,7 @@ impl Hierarchy {
             if performs {
                 self.first_read_of_held_line(core, line);
             }
-            return Access { latency: lat, mem_read: false };
+            return Access { latency: self.private_hit(core, line, now, lat), mem_read: false };
         }
         lat += self.l2_ps;
         if self.l2[core].access(line) {
@@ -160,7 +177,7 @@ impl Hierarchy {
             if performs {
                 self.first_read_of_held_line(core, line);
             }
-            return Access { latency: lat, mem_read: false };
+            return Access { latency: self.private_hit(core, line, now, lat), mem_read: false };
         }
         lat += self.llc_ps;
         let in_llc = self.llc.access(line);
@@ -173,6 +190,7 @@ impl Hierarchy {
         }
         // Data still being filled from memory arrives when it arrives.
         lat = lat.max(e.ready_at.saturating_sub(now));
+        self.fill_pending_until[core] = self.fill_pending_until[core].max(e.ready_at);
         let mut mem_read = false;
         let me = 1u64 << core;
         if e.owner != NO_CORE && e.owner as usize != core {
@@ -248,6 +266,13 @@ impl Hierarchy {
             lat += self.l2_ps;
             self.fill_private(core, line);
         } else {
+            if !owned {
+                // A write to a line the core does not own misses both private levels (even a
+                // shared copy there cannot take it): counted, as the LLC below counts the
+                // request, so LLC accesses never exceed L2 misses.
+                self.l1[core].misses += 1;
+                self.l2[core].misses += 1;
+            }
             lat += self.l2_ps + self.llc_ps;
             let in_llc = self.llc.access(line);
             if e.owner != NO_CORE && e.owner as usize != core {

@@ -156,6 +156,8 @@ pub struct Mc<R: Copy> {
     xpbuf: VecDeque<u64>,
     xpbuf_cap: usize,
     xpbuf_ps: u64,
+    /// A read forwarded from a queued write of its line (`mc.wpq_read_ns`).
+    wpq_read_ps: u64,
     pub stats: McStats,
     /// The banked media, when `pm.model = "banked"`.
     pub banks: Option<Banks>,
@@ -193,6 +195,7 @@ impl<R: Copy> Mc<R> {
             xpbuf: VecDeque::with_capacity(cfg.pm.xpbuffer_lines),
             xpbuf_cap: cfg.pm.xpbuffer_lines,
             xpbuf_ps: ns(cfg.pm.xpbuffer_ns),
+            wpq_read_ps: ns(cfg.mc.wpq_read_ns),
             stats: McStats::default(),
             banks: (cfg.pm.model == "banked").then(|| Banks::new(cfg)),
             replies: VecDeque::new(),
@@ -630,7 +633,7 @@ impl<R: Copy> Mc<R> {
     pub fn read(&mut self, now: u64, line: u64) -> u64 {
         if self.wpq.iter().any(|e| e.data.line == line) || self.line_waits(line) {
             self.stats.wpq_read_hits += 1;
-            return now;
+            return now + self.wpq_read_ps;
         }
         if self.banks.is_some() {
             return self.read_banked(now, line);

@@ -529,9 +529,10 @@ impl Net {
             packets: tx.iter().map(|l| l.packets).sum::<u64>(),
             wire_bytes: tx.iter().map(|l| l.bytes).sum::<u64>() + self.server_tx.bytes,
             persist_acks: self.acks,
-            region_latency_avg_ns: lat,
-            server_persist_avg_ns: server,
-            round_trip_share: if lat > 0.0 { 1.0 - server / lat } else { 0.0 },
+            // Rounded like every fractional run statistic (docs/stats.md).
+            region_latency_avg_ns: crate::stats::round3(lat),
+            server_persist_avg_ns: crate::stats::round3(server),
+            round_trip_share: if lat > 0.0 { crate::stats::round3(1.0 - server / lat) } else { 0.0 },
             rpb_lines_issued: lines_issued,
         }
     }
