@@ -11,6 +11,7 @@ import functools
 import json
 import numbers
 import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -26,15 +27,81 @@ U64_MAX = 2**64 - 1
 
 
 def path_arg(name: str, v: Any) -> str | None:
-    """A path argument (``str`` or ``os.PathLike``) as the ``str`` the core takes; None passes."""
+    """A path argument (``str`` or ``os.PathLike``) as the ``str`` the core takes; None passes.
+    A ``config`` is checked to be a configuration file (:func:`check_config_file`)."""
     if v is None:
         return None
     if isinstance(v, (str, os.PathLike)):
         p = os.fspath(v)
         p = os.fsdecode(p) if isinstance(p, bytes) else p
         if p:
+            check_utf8_path(name, p)
+            if name == "config":
+                check_config_file(p)
             return p
     raise _core.PmsimError(f"{name} must be a file path (str or os.PathLike), got {v!r}")
+
+
+def shown_path(p: str) -> str:
+    """A path as a message shows it: bytes that are not UTF-8 (decoded by Python as lone
+    surrogates) as ``\\xNN`` escapes, the rest as it is."""
+    return os.fsencode(p).decode("utf-8", "backslashreplace")
+
+
+def utf8_path_problem(p: str) -> str | None:
+    """Why the core cannot take path ``p`` (its file names are UTF-8 strings), or None."""
+    try:
+        p.encode("utf-8")
+    except UnicodeEncodeError:
+        return (
+            f"{shown_path(p)}: the path is not valid UTF-8 "
+            "(pmsim takes UTF-8 file and folder names only: rename it)"
+        )
+    return None
+
+
+def check_utf8_path(name: str, p: str) -> None:
+    why = utf8_path_problem(p)
+    if why is not None:
+        raise _core.PmsimError(f"{name} {why}")
+
+
+# A machine configuration is a few KiB of TOML; more is not one (and /dev/zero never ends).
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def check_config_file(path: str) -> None:
+    """Refuses, with one message naming it, a ``config`` that is not a TOML file to read: missing,
+    a folder, a FIFO or device (read without end: ``/dev/zero``; a sweep reads it once per run),
+    or larger than :data:`MAX_CONFIG_BYTES`. ``/dev/null`` is an empty file (the defaults), as an
+    empty regular file is."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise _core.PmsimError(f"config {path}: no such file") from None
+    except OSError as e:
+        raise _core.PmsimError(f"config {path}: cannot read: {e.strerror or e}") from None
+    if stat.S_ISREG(st.st_mode):
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise _core.PmsimError(
+                f"config {path}: {st.st_size} bytes is too large for a configuration file "
+                f"(at most {MAX_CONFIG_BYTES >> 20} MiB)"
+            )
+        return
+    try:
+        null = os.stat(os.devnull)
+    except OSError:
+        null = None
+    if null is not None and (st.st_dev, st.st_ino) == (null.st_dev, null.st_ino):
+        return
+    kind = (
+        "a folder"
+        if stat.S_ISDIR(st.st_mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(st.st_mode)
+        else "a device or socket"
+    )
+    raise _core.PmsimError(f"config {path}: not a regular file ({kind}); give a TOML file")
 
 
 def required_path(name: str, v: Any) -> str:

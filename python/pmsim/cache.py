@@ -15,10 +15,12 @@ safe. ``--no-cache`` (``cache=False``) reruns and refreshes the entries.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +140,17 @@ def load(k: str) -> dict | None:
 def store(k: str, stats: dict) -> None:
     d = cache_dir() / k[:2]
     d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f"{k}.json.{os.getpid()}.partial"
-    tmp.write_text(json.dumps(stats))  # key order kept: it is the column order of a sweep
-    os.replace(tmp, d / f"{k}.json")
+    # A unique temporary file, created exclusively and removed if writing it fails (a full
+    # cache disk left one empty file per run behind).
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=f"{k[:16]}.", suffix=".partial")
+    try:
+        from pmsim.output import current_umask
+
+        with open(fd, "w") as f:
+            os.fchmod(fd, 0o666 & ~current_umask())  # as a plain write (mkstemp's is 0600): shared caches
+            f.write(json.dumps(stats))  # key order kept: it is the column order of a sweep
+        os.replace(tmp, d / f"{k}.json")
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -118,11 +118,24 @@ def _kv(items: list[str] | None, what: str, seen: dict[str, str] | None = None) 
     return out
 
 
+def _path(text: str) -> str:
+    """An argparse type: a file or folder path the core can take. Checked here, before anything
+    runs or is written: a name that is not UTF-8 (the core's paths are UTF-8 strings) failed
+    only when it reached the core, after other files were written."""
+    why = api.utf8_path_problem(text)
+    if why is not None:
+        raise argparse.ArgumentTypeError(why)
+    return text
+
+
+_path.__name__ = "path"
+
+
 def _nonempty(text: str) -> str:
     """An argparse type: a file or folder path, not empty."""
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
-    return text
+    return _path(text)
 
 
 _nonempty.__name__ = "path"
@@ -264,13 +277,14 @@ def _compare_trace(a: argparse.Namespace, designs: list[str]):
     import pandas as pd
 
     from pmsim import tracer
+    from pmsim.sweep import unchanged_inputs
 
     if a.param:
         raise PmsimError("-p: workload parameters do not apply to --trace (machine parameters go in --set)")
     tracer.check_complete(a.trace, a.allow_incomplete)
     overrides = _kv(a.set, "--set")
     rows = []
-    with _readable_again(a.trace) as path:
+    with _readable_again(a.trace) as path, unchanged_inputs([path, a.config]):
         for d in designs:
             stats = api.run(d, trace=path, config=a.config, allow_incomplete=True, **overrides)
             rows.append({"design": d, "trace": a.trace, **api.flatten(stats)})
@@ -487,7 +501,16 @@ def _trace_lint(a: argparse.Namespace) -> int:
 
 
 def cmd_config(a: argparse.Namespace) -> int:
-    print(api.config_show(a.config, **_kv(a.set, "--set")), end="")
+    text = api.config_show(a.config, **_kv(a.set, "--set"))
+    # TOML is UTF-8 whatever the locale: under a Latin-1 one, `config show > f.toml` wrote its
+    # comments' § as Latin-1, and pmsim then refused its own file.
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:
+        print(text, end="")
+    else:
+        sys.stdout.flush()
+        out.write(text.encode("utf-8"))
+        out.flush()
     return 0
 
 
@@ -732,6 +755,7 @@ def _add_input(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--trace",
         action=_Once,
+        type=_path,
         metavar="FILE",
         help="trace file, text or binary by content (a pipe like /dev/stdin works)",
     )
@@ -751,6 +775,7 @@ def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config",
         action=_Once,
+        type=_path,
         metavar="FILE",
         help="TOML machine configuration (see configs/asap-table2.toml); give it once",
     )
@@ -813,7 +838,9 @@ def parser() -> argparse.ArgumentParser:
     cw.add_argument(
         "--workload", default="array", metavar="NAME", help="built-in workload ('pmsim workloads')"
     )
-    cw.add_argument("--trace", action=_Once, metavar="FILE", help="a trace file instead of a workload")
+    cw.add_argument(
+        "--trace", action=_Once, type=_path, metavar="FILE", help="a trace file instead of a workload"
+    )
     c.add_argument("--allow-incomplete", action="store_true", help="accept a trace marked incomplete")
     c.add_argument(
         "-p", "--param", action="append", metavar="NAME=VALUE", help="workload or machine parameter"
@@ -824,6 +851,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--config",
         action=_Once,
+        type=_path,
         metavar="FILE",
         help="TOML machine configuration every run starts from (--set applies on top); give it once",
     )
@@ -869,6 +897,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--config",
         action=_Once,
+        type=_path,
         metavar="FILE",
         help="TOML machine configuration every run starts from (--set applies on top); give it once",
     )
@@ -902,7 +931,7 @@ def parser() -> argparse.ArgumentParser:
     t = _sub(sub, "trace", "convert, inspect or generate traces")
     tsub = t.add_subparsers(dest="trace_cmd", required=True, metavar="SUBCOMMAND")
     tc = _sub(tsub, "convert", "text <-> binary, lossless")
-    tc.add_argument("src", help="trace to read (text or binary, by content)")
+    tc.add_argument("src", type=_path, help="trace to read (text or binary, by content)")
     tc.add_argument("dst", type=_nonempty, help="file to write")
     tc.add_argument(
         "--to",
@@ -911,7 +940,7 @@ def parser() -> argparse.ArgumentParser:
     )
     tc.add_argument("--no-compress", action="store_true", help="binary output without LZ4 blocks")
     ts = _sub(tsub, "stats", "events by kind and thread, PM stores, epochs, bytes")
-    ts.add_argument("file", nargs="?", help="trace file (or give --workload)")
+    ts.add_argument("file", nargs="?", type=_path, help="trace file (or give --workload)")
     ts.add_argument("--workload", metavar="NAME", help="a built-in workload's trace instead of a file")
     ts.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="workload parameter")
     ts.add_argument("--json", action="store_true", help="print JSON")
@@ -947,7 +976,7 @@ def parser() -> argparse.ArgumentParser:
         "the PM stores a legacy x86 trace never made persistent (exit 1 if any), redundant "
         "flushes, empty fences",
     )
-    tl.add_argument("file", help="trace file (a program's, from 'pmsim trace record')")
+    tl.add_argument("file", type=_path, help="trace file (a program's, from 'pmsim trace record')")
     tl.add_argument(
         "--max",
         type=_int_at_least(0, 1_000_000),
@@ -1106,6 +1135,7 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument(
         "--config",
         action=_Once,
+        type=_path,
         metavar="FILE",
         help="asap only: run the whole evaluation under this TOML machine configuration "
         "(e.g. configs/asap-artifact.toml)",
@@ -1165,6 +1195,30 @@ def _broken_pipe() -> int:
     return 0
 
 
+_no_stderr = False
+
+
+def _sane_std_streams() -> None:
+    """The ``pmsim`` process' standard streams as its messages need them. Closed stderr
+    (``2>&-``): Python leaves ``sys.stderr`` None (a progress bar then failed, and ``print``
+    sends an error message to stdout), and the next file opened takes descriptor 2, where the
+    core's messages would go: /dev/null takes it. Messages in a locale that cannot encode some
+    of their characters (Latin-1 and '—'): escaped, not a failure."""
+    global _no_stderr
+    if sys.stderr is None:
+        _no_stderr = True
+        with contextlib.suppress(OSError):
+            fd = os.open(os.devnull, os.O_WRONLY)
+            if fd != 2:
+                os.dup2(fd, 2)
+                os.close(fd)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - the process' own stderr
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs one command. Exit status: 0 ok, 1 a finding (a crash-check violation), 2 bad input
     or usage, 3 internal error (one line and a hint to report it; --debug shows the traceback)."""
@@ -1178,7 +1232,11 @@ def main(argv: list[str] | None = None) -> int:
             return tracer.cmd_compile(argv[1], argv[2:])
         except PmsimError as e:
             return _fail(str(e))
+    if as_program:
+        _sane_std_streams()
     args = parser().parse_args(argv)
+    if _no_stderr and hasattr(args, "quiet"):
+        args.quiet = True  # no stderr to draw a progress bar on
     if args.debug:
         # The core's panic hook then prints where a panic happened (and, under RUST_BACKTRACE,
         # its backtrace); without it an internal error is the one line below.
@@ -1186,6 +1244,10 @@ def main(argv: list[str] | None = None) -> int:
     from pmsim.sweep import Terminated
 
     try:
+        if getattr(args, "config", None) is not None:
+            # Every command's --config the same way, before any work: what is not a TOML file to
+            # read (a folder, a FIFO, /dev/zero, which the core read without end) is refused.
+            api.check_config_file(args.config)
         return args.fn(args)
     except PmsimError as e:
         if _is_broken_pipe(e):
@@ -1206,6 +1268,12 @@ def main(argv: list[str] | None = None) -> int:
         if as_program:
             _ignore_further_interrupts()
         return 130
+    except UnicodeEncodeError as e:
+        if args.debug or not isinstance(e.object, str) or "surrogates" not in e.reason:
+            raise
+        # A path made here (the current folder, a cache folder) that is not UTF-8, which the core
+        # cannot take: the paths given were checked when parsed.
+        return _fail(f"{api.utf8_path_problem(e.object) or api.shown_path(e.object)}")
     except BaseException as e:  # noqa: BLE001 - includes Rust panics (pyo3 PanicException)
         if isinstance(e, SystemExit) or args.debug:
             raise

@@ -5,20 +5,26 @@ through :func:`write_atomic`, create their folders with :func:`folder`, and rend
 tables with :func:`markdown` / :func:`pipe_table`, so a result file looks and behaves the same
 whichever command wrote it.
 
-A regular file (or a new path) is written atomically: to a temporary file beside it, then
-renamed onto it, so an interrupted run leaves the old file or the new one, never a mix. A
-symlink is followed and its target written the same way (the link survives). A device node or
-FIFO (``-o /dev/stdout``) is written through: renaming onto it would replace the device with a
-regular file. Missing parent folders are created. The Rust core follows the same rules
+A regular file (or a new path) is written atomically: to a temporary file beside it (a unique
+name, created exclusively, with the mode of the file it replaces), then renamed onto it, so an
+interrupted run leaves the old file or the new one, never a mix. A hard link to the old file
+keeps the old content (the name is replaced, not the file). A symlink is followed and its
+target written the same way (the link survives). A device node or FIFO (``-o /dev/stdout``) is
+written through: renaming onto it would replace the device with a regular file. Missing parent
+folders are created. The Rust core follows the same rules
 (``crates/pmsim-py/src/output.rs``) for the files it writes itself.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import numbers
 import os
+import shutil
 import stat
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -126,17 +132,70 @@ def write_bytes(path: str | Path, data: bytes) -> None:
         except OSError as e:
             raise PmsimError(f"{path}: cannot write: {e.strerror or e}") from None
         return
-    tmp = target.with_name(target.name + ".partial")
+    tmp: str | None = None
     try:
-        tmp.write_bytes(data)
+        fd, tmp = _temp_beside(target)
+        with open(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, target)
     except OSError as e:
         # Named as the user gave it: the temporary file beside it is ours.
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise PmsimError(f"{path}: cannot write: {e.strerror or e}") from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def current_umask() -> int:
+    """The process' umask, read without changing it where Linux tells it (another thread may
+    be creating files meanwhile)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def keep_mode(new: str | Path, old: str | Path) -> None:
+    """Gives file ``new``, about to be renamed onto ``old``, the mode of ``old`` (or, if there
+    is none, the umask's default)."""
+    try:
+        mode = stat.S_IMODE(os.stat(old).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~current_umask()
+    with contextlib.suppress(OSError):
+        os.chmod(new, mode)
+
+
+def _temp_beside(target: Path) -> tuple[int, str]:
+    """A new temporary file in ``target``'s folder, to be renamed onto it: its open descriptor
+    and name. The name is unique and short (``.pmsim-XXXXXXXX.partial``, whatever the length of
+    ``target``'s, which may already be NAME_MAX long); the file is created exclusively (never
+    through a file or symlink someone put there, never shared with a concurrent writer of the
+    same target) and has the mode of the file it replaces (a ``chmod 600`` result stays
+    private), or for a new file the umask's default, as ``open`` would have given it."""
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~current_umask()
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=".pmsim-", suffix=".partial")
+    try:
+        os.fchmod(fd, mode)
+    except OSError:
+        pass  # a file system without modes (vfat): the file keeps what it was given
+    except BaseException:
+        os.close(fd)
+        os.unlink(name)
+        raise
+    return fd, name
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -157,6 +216,78 @@ def folder(out: str | Path, *parts: str) -> Path:
         # Which folder could not be made, and that making it is what failed.
         raise PmsimError(f"cannot create the output folder {d}: {e.strerror or e}") from None
     return d
+
+
+@contextlib.contextmanager
+def replaced_folder(out: str | Path, name: str) -> Iterator[Path]:
+    """The folder ``OUT/NAME`` written whole or not at all: yields a fresh sibling folder
+    ``OUT/.NAME.partial-XXXXXXXX`` to write into; when the block ends normally the sibling
+    replaces ``OUT/NAME`` (the old folder renamed away, the new one renamed into place, the old
+    one deleted), else the sibling is deleted. So a run interrupted (Ctrl-C, a failed write, a
+    full disk) leaves an earlier complete ``OUT/NAME`` untouched, never a mix of its files and
+    the new ones; a run killed outright leaves the ``.partial-`` folder beside it, named as
+    such. ``OUT/NAME`` a symlink to a folder: the folder it points to is replaced."""
+    final = Path(out) / name
+    parent = folder(out)
+    if final.is_symlink() and final.is_dir():
+        final = final.resolve()
+        parent = final.parent
+    elif final.exists() and not final.is_dir():
+        raise PmsimError(f"cannot create the output folder {final}: a file on that path is not a folder")
+    try:
+        old_mode = stat.S_IMODE(os.stat(final).st_mode)
+    except OSError:
+        old_mode = None
+    try:
+        staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{final.name}.partial-"))
+        # mkdtemp's folder is private (0700): give it what mkdir would (the old folder's mode
+        # once written: that may not let us write).
+        os.chmod(staging, 0o777 & ~current_umask())
+    except OSError as e:
+        raise PmsimError(f"cannot create the output folder {final}: {e.strerror or e}") from None
+    try:
+        yield staging
+        if old_mode is not None:
+            with contextlib.suppress(OSError):
+                os.chmod(staging, old_mode)
+        _swap_in(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _swap_in(staging: Path, final: Path) -> None:
+    """Puts ``staging`` in the place of ``final`` (a folder, or nothing), then deletes the old
+    one. Another pmsim may be doing the same with the same ``final``: whoever renames last wins,
+    each attempt moving away what is in the place at the time."""
+    for _ in range(100):
+        old = None
+        if final.exists():
+            old = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.old-"))
+            try:
+                os.rename(final, old)  # onto an empty folder: allowed
+            except FileNotFoundError:
+                old.rmdir()
+                old = None
+            except OSError as e:
+                old.rmdir()
+                raise PmsimError(f"cannot replace the output folder {final}: {e.strerror or e}") from None
+        try:
+            os.rename(staging, final)
+        except OSError as e:
+            if e.errno in (errno.ENOTEMPTY, errno.EEXIST) and final.exists():
+                # A concurrent run put its folder there meanwhile: move it away too.
+                if old is not None:
+                    shutil.rmtree(old, ignore_errors=True)
+                continue
+            if old is not None:
+                with contextlib.suppress(OSError):
+                    os.rename(old, final)  # put the earlier results back
+            raise PmsimError(f"cannot replace the output folder {final}: {e.strerror or e}") from None
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return
+    raise PmsimError(f"cannot replace the output folder {final}: other runs keep replacing it")
 
 
 def pipe_table(head: Sequence[object], rows: Iterable[Sequence[object]], align: str) -> list[str]:

@@ -14,11 +14,33 @@ and coming, draws through these, so figures look alike and a style change is mad
 from __future__ import annotations
 
 import io
+import os
+import sys
 from pathlib import Path
 
-import matplotlib
 
-matplotlib.use("Agg")
+def _import_matplotlib_agg():
+    """matplotlib with the Agg backend, whatever ``$MPLBACKEND`` says: pmsim only writes PNGs,
+    and matplotlib validates the variable when imported, so a stale invalid value in the user's
+    environment failed every reproduction. The variable is set to Agg for the import only (a
+    caller's own matplotlib, imported already, is left as it is)."""
+    if "matplotlib" in sys.modules:
+        import matplotlib
+    else:
+        saved = os.environ.get("MPLBACKEND")
+        os.environ["MPLBACKEND"] = "Agg"
+        try:
+            import matplotlib
+        finally:
+            if saved is None:
+                del os.environ["MPLBACKEND"]
+            else:
+                os.environ["MPLBACKEND"] = saved
+    matplotlib.use("Agg")
+    return matplotlib
+
+
+matplotlib = _import_matplotlib_agg()
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 

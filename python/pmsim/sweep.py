@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import itertools
+import multiprocessing
 import os
 import signal
 import sys
@@ -19,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import pandas as pd
@@ -33,7 +35,22 @@ def job_name(job: dict) -> str:
     return f"design {job['design']}, workload {job['workload']}{point}"
 
 
+# In a local pool's worker: per job (by its index), the pid of the worker running it, else 0.
+_running: Any = None
+
+
 def _one(job: dict) -> dict:
+    index = job.get("_index")
+    if _running is not None and index is not None:
+        _running[index] = os.getpid()
+        try:
+            return _run_one(job)
+        finally:
+            _running[index] = 0
+    return _run_one(job)
+
+
+def _run_one(job: dict) -> dict:
     from pmsim import PmsimError, cache
 
     use_cache = job.get("cache", True)
@@ -107,10 +124,8 @@ def jobs_for(
     from pmsim import PmsimError
     from pmsim.api import check_once, names_arg, path_arg
 
-    config = path_arg("config", fixed.pop("config", None))
+    config = path_arg("config", fixed.pop("config", None))  # a TOML file: checked there
     if config is not None:
-        if not os.path.isfile(config):
-            raise PmsimError(f"config {config}: no such file")
         config = os.path.abspath(config)
 
     designs = names_arg("designs", designs, allow_empty=True)
@@ -216,9 +231,44 @@ def run_jobs(
     if workers is not None:
         workers = int_arg("workers", workers, 1, None)
     check_jobs(jobs)
+    with unchanged_inputs(j.get("config") for j in jobs):
+        return _run_jobs(jobs, workers, scheduler, progress, desc, cache)
+
+
+def _stamp(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@contextlib.contextmanager
+def unchanged_inputs(paths: Iterable[str | None]) -> Iterator[None]:
+    """Input files (configurations, traces) that must stay as they are while the runs that read
+    them are in progress: each run reads its input again, so a file edited or regenerated
+    meanwhile would give a table mixing its two versions (a tester's finding: a trace regenerated
+    4x shorter during `compare` showed two designs 6x faster). Raises a :class:`PmsimError`
+    naming the file, after the runs, if one changed; the runs stay cached."""
+    from pmsim import PmsimError
+
+    before = {p: _stamp(p) for p in dict.fromkeys(x for x in paths if x)}
+    yield
+    for p, st in before.items():
+        if st is not None and _stamp(p) != st:
+            raise PmsimError(
+                f"{p} changed while the runs that read it were in progress: the results would mix "
+                "its two versions; run again once it stays as it is"
+            )
+
+
+def _run_jobs(
+    jobs: list[dict], workers: int | None, scheduler: Any, progress: bool, desc: str, cache: bool
+) -> pd.DataFrame:
     jobs = [{**j, "cache": cache} for j in jobs]
     rows: list[dict | None] = [None] * len(jobs)
-    bar = tqdm(total=len(jobs), desc=desc, disable=not progress, unit="run")
+    # No stderr (``2>&-``, pythonw) to draw the bar on: no bar.
+    bar = tqdm(total=len(jobs), desc=desc, disable=not progress or sys.stderr is None, unit="run")
     try:
         if scheduler is not None:
             client, owned = _dask_client(scheduler)
@@ -242,19 +292,29 @@ def run_jobs(
                 bar.update(1)
         else:
             ex = None
+            n = min(workers or default_workers(), len(jobs))
+            procs: dict = {}
             with _stop_signals_raise():
                 try:
                     with _signals_held():
-                        # Workers are started by the first submit; they inherit the signals held.
-                        ex = ProcessPoolExecutor(
-                            max_workers=min(workers or default_workers(), len(jobs)),
-                            initializer=_worker_init,
-                            initargs=(os.getpid(),),
-                        )
-                        futs = {ex.submit(_one, j): i for i, j in enumerate(jobs)}
+                        try:
+                            # Which worker runs which job, should one die (_worker_died).
+                            running = multiprocessing.RawArray("q", len(jobs))
+                            # Workers are started by the first submit; they inherit the signals held.
+                            ex = ProcessPoolExecutor(
+                                max_workers=n, initializer=_worker_init, initargs=(os.getpid(), running)
+                            )
+                            futs = {ex.submit(_one, {**j, "_index": i}): i for i, j in enumerate(jobs)}
+                        except OSError as e:
+                            raise _cannot_start(n, e) from None
+                        procs = dict(getattr(ex, "_processes", None) or {})
                     for f in as_completed(futs):
                         rows[futs[f]] = f.result()
                         bar.update(1)
+                except BrokenProcessPool:
+                    if ex is not None:
+                        _stop_pool(ex)
+                    raise _worker_died(jobs, running, procs, rows, cache) from None
                 except BaseException:
                     if ex is not None:
                         _stop_pool(ex)
@@ -309,7 +369,63 @@ def _stop_signals_raise() -> Iterator[None]:
             signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
-def _worker_init(parent: int | None = None) -> None:
+def _cannot_start(n: int, e: OSError) -> Exception:
+    """The pool's processes could not start (too many open files, a read-only /dev/shm in a
+    container, a process limit): say that, and that the runs can go without them."""
+    from pmsim import PmsimError
+
+    why = e.strerror or str(e)
+    where = f" ({e.filename})" if e.filename else ""
+    return PmsimError(
+        f"cannot start {n} worker processes for the parallel runs: {why}{where}; "
+        "rerun with -j 1 (workers=1), which runs them one after another in this process"
+    )
+
+
+def _worker_died(jobs: list[dict], running: Any, procs: dict, rows: list, cache: bool) -> Exception:
+    """A worker process died under a run (killed by the system, e.g. out of memory, or crashed
+    outright): which run it was running and how it died, not a bug report."""
+    from pmsim import PmsimError
+
+    # The pool terminated the other workers (SIGTERM) when it saw one die; the dead one ended
+    # otherwise (SIGKILL from the OOM killer, SIGABRT from a failed allocation, ...).
+    died = {}
+    for pid, p in procs.items():
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            p.join(2.0)
+            if p.is_alive():
+                p.kill()
+                p.join(1.0)
+        code = getattr(p, "exitcode", None)
+        if code is not None and code != -signal.SIGTERM:
+            died[pid] = code
+    how = []
+    for i in range(len(jobs)):
+        if running[i] and running[i] in died:
+            code = died[running[i]]
+            end = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
+            how.append(f"{job_name(jobs[i])} ({end})")
+    if how:
+        what = f"a worker process died while running {'; '.join(how)}"
+    else:
+        busy = [job_name(jobs[i]) for i in range(len(jobs)) if running[i]]
+        what = "a worker process died" + (f" (runs in progress: {'; '.join(busy)})" if busy else "")
+    left = sum(r is None for r in rows)
+    kept = " (the finished ones are cached: a rerun resumes)" if cache else ""
+    return PmsimError(
+        f"{what}: the system killed it (out of memory?) or it crashed; {left} of {len(jobs)} runs "
+        f"did not finish{kept}; fewer parallel runs need less memory: rerun with -j 1"
+    )
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _worker_init(parent: int | None = None, running: Any = None) -> None:
     """A pool worker leaves Ctrl-C to the sweep. The terminal sends SIGINT to the whole process
     group; a worker that took it would report it as its run's error and go on to its next job.
     The sweep stops its workers itself (:func:`_stop_pool`). Workers start with the signals
@@ -317,6 +433,8 @@ def _worker_init(parent: int | None = None) -> None:
     SIGTERM and SIGHUP back at their default (a handler of the sweep's, inherited through fork,
     would keep ``terminate()`` from ending the worker). A worker also dies with the sweep's
     process (``parent``), even one killed outright (:func:`_die_with_parent`)."""
+    global _running
+    _running = running
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for s in _STOP_SIGNALS:
         signal.signal(s, signal.SIG_DFL)
@@ -481,7 +599,7 @@ def check_table_path(path: str) -> None:
             f"{path}: cannot write: cannot create its folder {folder}: {e.strerror or e}"
         ) from None
     try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{p.name}.", suffix=".probe")
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".pmsim-", suffix=".probe")  # short: any name fits
         os.close(fd)
         os.unlink(probe)
     except OSError as e:

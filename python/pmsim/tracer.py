@@ -433,10 +433,13 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
     check_not_input(output, "-o", [("program", exe)])
     text = Path(output).suffix.lower() in (".trace", ".txt")
     out, into = _output(output)
-    # Beside the output (os.replace within one file system), or in a directory of their own when
-    # the output is written into rather than replaced.
-    scratch = Path(os.path.abspath(tempfile.mkdtemp(prefix="pmsim-record-"))) if into else None
-    base = scratch / "trace" if scratch else out
+    # In a private folder of their own (fixed names there cannot collide with another recording
+    # or be planted as symlinks, and stay short whatever the output's name): beside the output
+    # (os.replace within one file system), or anywhere when the output is written into rather
+    # than replaced.
+    where = {"prefix": "pmsim-record-"} if into else {"prefix": ".pmsim-record-", "dir": out.parent}
+    scratch = Path(os.path.abspath(tempfile.mkdtemp(**where)))
+    base = scratch / "trace"
     tmp = base.with_name(base.name + ".partial.bin")
     report = base.with_name(base.name + ".partial.procs")
     meta_file = base.with_name(base.name + ".partial.meta")
@@ -492,6 +495,9 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
             if into:
                 _write_into(done, out, output)
             else:
+                from pmsim.output import keep_mode
+
+                keep_mode(done, out)
                 os.replace(done, out)
         finally:
             for f in (tmp, report, meta_file, converted):

@@ -145,7 +145,12 @@ def test_a_long_recording_stopped_by_a_signal_is_repaired_in_bounded_memory(tmp_
     # MemoryError. The repair streams: record's peak RSS does not grow with the trace.
     _build_traced(tmp_path, "spin", SPIN, "-O1", "-mclwb", "-pthread")
     out = tmp_path / "spin.bin"
-    partial = tmp_path / "spin.bin.partial.bin"
+
+    def partial_size() -> int:
+        """The size of the runtime's trace so far (in record's private folder beside `out`)."""
+        found = list(tmp_path.glob(".pmsim-record-*/trace.partial.bin"))
+        return found[0].stat().st_size if found else 0
+
     sig = signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGKILL
     stop_at = 80 << 20
 
@@ -161,8 +166,8 @@ def test_a_long_recording_stopped_by_a_signal_is_repaired_in_bounded_memory(tmp_
             line = p.stdout.readline()
             assert line.startswith("started "), line
             deadline = time.monotonic() + 60
-            while stop and partial.stat().st_size < stop_at:
-                assert time.monotonic() < deadline, partial.stat().st_size
+            while stop and partial_size() < stop_at:
+                assert time.monotonic() < deadline, partial_size()
                 time.sleep(0.02)
             if stop and sig == signal.SIGTERM:
                 p.send_signal(sig)  # record passes it on to the program
@@ -191,6 +196,7 @@ def test_a_long_recording_stopped_by_a_signal_is_repaired_in_bounded_memory(tmp_
     s = _stats(out)
     assert dict(s["meta"])["incomplete"] == f"killed by signal {int(sig)}"
     assert s["events"] > 5_000_000, s["events"]
-    assert [q.name for q in tmp_path.iterdir() if "partial" in q.name or q.suffix == ".cut"] == []
+    left = [q.name for q in tmp_path.iterdir() if "partial" in q.name or q.suffix == ".cut"]
+    assert left + [q.name for q in tmp_path.glob(".pmsim-record-*")] == []
     # In memory, the repair took a copy of the trace (and decoded the SIGKILL one: 10x its size).
     assert peak - base < stop_at // 4, (peak, base)

@@ -134,7 +134,12 @@ def reproduce(
     """Writes ``OUT/asap/`` (``OUT/asap-STEM/`` under a configuration file); returns it."""
     base = config_overrides(config) if config else {}
     name = "asap" if not config else f"asap-{Path(config).stem}"
-    rep = Reproduction.start(out, name, SCALES, scale, FIGURES, **run)
+    with Reproduction.staged(out, name, SCALES, scale, FIGURES, **run) as rep:
+        _reproduce(rep, scale, base, config)
+    return rep.where
+
+
+def _reproduce(rep: Reproduction, scale: str, base: dict[str, str], config: str | None) -> None:
     designs, workloads = available()
     sc = rep.params
     missing = [d for d in PAPER_DESIGNS if d not in designs]
@@ -197,23 +202,22 @@ def reproduce(
         "PAPER.md", paper.render(main=main, scaling=scaling, bw=bw, ablation=abl, scale=scale, config=config)
     )
     rep.write_lines("NOTES.txt", _notes(scale, sc, designs, workloads, notes, config))
-    print(f"Fig 8 — speedup over baseline ({scale} scale, {sc['ops']} ops/thread, 4 threads):")
-    print(table.round(2).to_string())
-    print("Fig 13 — ordered bandwidth (M blocks/s):")
-    print(bw_table[designs].round(2).to_string())
+    rep.say(f"Fig 8 — speedup over baseline ({scale} scale, {sc['ops']} ops/thread, 4 threads):")
+    rep.say(table.round(2).to_string())
+    rep.say("Fig 13 — ordered bandwidth (M blocks/s):")
+    rep.say(bw_table[designs].round(2).to_string())
     if scaling is not None:
-        print("Fig 10 — throughput vs 1-thread HOPS-RP (geomean over workloads):")
-        print(wide.round(2).to_string())
+        rep.say("Fig 10 — throughput vs 1-thread HOPS-RP (geomean over workloads):")
+        rep.say(wide.round(2).to_string())
     if sens is not None:
-        print("Geomean speedup over baseline, sensitivity:")
-        print(sens.round(2).to_string())
+        rep.say("Geomean speedup over baseline, sensitivity:")
+        rep.say(sens.round(2).to_string())
     if abl is not None:
-        print("Ablation: geomean speedup over baseline, defaults -> artifact switches:")
-        print(abl.drop(columns=["switches"]).round(2).to_string())
+        rep.say("Ablation: geomean speedup over baseline, defaults -> artifact switches:")
+        rep.say(abl.drop(columns=["switches"]).round(2).to_string())
     for n in notes:
-        print("note:", n)
-    print(f"results in {rep.outdir}/")
-    return rep.outdir
+        rep.say(f"note: {n}")
+    rep.say(f"results in {rep.where}/")
 
 
 def _jobs(designs: list[str], workloads: list[str], sens_designs: list[str], sc: dict) -> list[dict]:

@@ -91,7 +91,13 @@ def _jobs(
 
 
 def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptions]) -> Path:
-    rep = Reproduction.start(out, "broi", SCALES, scale, FIGURES, **run)
+    """Writes ``OUT/broi/`` (Fig 12's files included), whole or not at all; returns it."""
+    with Reproduction.staged(out, "broi", SCALES, scale, FIGURES, **run) as rep:
+        _reproduce(rep, scale)
+    return rep.where
+
+
+def _reproduce(rep: Reproduction, scale: str) -> None:
     sc = rep.params
     jobs = []
     for scenario in ["local", "hybrid"]:
@@ -133,7 +139,7 @@ def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptio
 
     summary = _summary(main)
     rep.write("PAPER.md", _paper_md(summary, main, sc11, xor11, scale, sc))
-    notes = _fig12(out, scale, run)
+    notes = _fig12(rep)
     head = [
         "pmsim reproduction of the BROI paper's evaluation (Hu et al., HPCA 2019, section VII).",
         f"Made by: pmsim reproduce broi --scale {scale} (Table III machine: configs/broi-table3.toml).",
@@ -143,10 +149,9 @@ def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptio
         "Comparison with the paper's numbers and the causes of differences: PAPER.md.",
     ]
     rep.write_lines("NOTES.txt", [*head, notes])
-    print(f"BROI over delegated, geomean of {', '.join(BENCHMARKS)} ({scale} scale):")
-    print(summary.round(3).to_string())
-    print(f"wrote {rep.outdir}")
-    return rep.outdir
+    rep.say(f"BROI over delegated, geomean of {', '.join(BENCHMARKS)} ({scale} scale):")
+    rep.say(summary.round(3).to_string())
+    rep.say(f"wrote {rep.where}")
 
 
 def _summary(main: pd.DataFrame) -> pd.DataFrame:
@@ -280,11 +285,12 @@ def _paper_md(
     return "\n".join(lines) + "\n"
 
 
-def _fig12(out: str, scale: str, run: RunOptions) -> str:
-    """The remote half of the paper (Fig 12, RDMA): ``pmsim.experiments.remote``."""
+def _fig12(rep: Reproduction) -> str:
+    """The remote half of the paper (Fig 12, RDMA): ``pmsim.experiments.remote``, into the same
+    folder."""
     from pmsim.experiments import remote
 
-    remote.reproduce(out, scale, **run)
+    remote.write(rep.part(remote.SCALES, remote.FIGURES))
     return (
         "Fig 12: fig12_remote.*, fig12_latency_sweep.*, fig12_cpu_sweep.*"
         " (runs in runs_fig12.csv / .parquet), written by pmsim.experiments.remote;"

@@ -52,8 +52,13 @@ def _job(queue: str, threads: int, variant: str, inserts: int, **kw) -> dict:
 def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptions]) -> Path:
     """Writes ``OUT/persistency/``; returns that directory. (``workers`` and ``cache`` are
     accepted for the common ``reproduce`` interface; the analyses are fast and run in this
-    process, uncached.)"""
-    rep = Reproduction.start(out, "persistency", SCALES, scale, FIGURES, **run)
+    process, uncached.) Written whole or not at all."""
+    with Reproduction.staged(out, "persistency", SCALES, scale, FIGURES, **run) as rep:
+        _reproduce(rep, scale)
+    return rep.where
+
+
+def _reproduce(rep: Reproduction, scale: str) -> None:
     inserts = rep.params["inserts"]
     t1_jobs = [(q, t, v) for (q, t) in PAPER_TABLE1 for v in MODELS]
     fig_jobs = [
@@ -131,7 +136,6 @@ def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptio
             "Comparison with the paper's numbers and the causes of differences: PAPER.md.",
         ],
     )
-    return rep.outdir
 
 
 _KEEP = [

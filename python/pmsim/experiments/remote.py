@@ -120,9 +120,18 @@ def fig4c(outdir: Path, epochs: int = 6, size: int = 512) -> pd.DataFrame:
 
 def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptions]) -> Path:
     """Fig 12 of ``pmsim reproduce broi`` (the network half; ``broi.reproduce`` runs it) with its
-    link-latency and client-CPU sweeps and Fig 4(c); returns the output directory."""
+    link-latency and client-CPU sweeps and Fig 4(c); returns the output directory. Its files
+    are added to ``OUT/broi/`` one by one (``broi.reproduce`` writes them into its own staged
+    folder with the rest, whole or not at all: :func:`write`)."""
     rep = Reproduction.start(out, "broi", SCALES, scale, FIGURES, **run)
+    write(rep)
+    return rep.outdir
+
+
+def write(rep: Reproduction) -> None:
+    """Runs Fig 12 and its sweeps and writes their files into ``rep``'s folder."""
     sc = rep.params
+    scale = rep.scale
     jobs = _jobs(sc, "fig12", {"net_strategy": STRATEGIES})
     latencies = {"net_link_latency_ns": [1000.0 * u for u in LATENCIES_US]}
     jobs += _jobs(sc, "latency", {"net_strategy": STRATEGIES, **latencies})
@@ -148,21 +157,20 @@ def reproduce(out: str = "results", scale: str = "quick", **run: Unpack[RunOptio
     df["link_latency_us"] = df["net_link_latency_ns"] / 1000
     sweeps = {name: _sweep(rep, name, df[df.experiment == e], x) for name, (e, x, _) in SWEEPS.items()}
     f4 = fig4c(rep.outdir).set_index("strategy")["latency_us"]
-    print(
+    rep.say(
         f"Fig 4(c) — a transaction of 6 epochs of 512 B: sync {f4['sync']:.2f} µs, bsp {f4['bsp']:.2f} µs "
         f"({f4['sync'] / f4['bsp']:.2f}x; the paper: 4.6x)"
     )
-    print(f"Fig 12 — BSP over sync ({scale} scale, {CLIENTS} clients):")
-    print(summary.round(3).to_string())
+    rep.say(f"Fig 12 — BSP over sync ({scale} scale, {CLIENTS} clients):")
+    rep.say(summary.round(3).to_string())
     for name, (_, x, what) in SWEEPS.items():
-        print(f"BSP over sync vs {what}:")
-        print(
+        rep.say(f"BSP over sync vs {what}:")
+        rep.say(
             sweeps[name]
             .pivot_table(index="benchmark", columns=x, values="bsp_over_sync", sort=False)
             .round(2)
         )
-    print(f"results in {rep.outdir}/")
-    return rep.outdir
+    rep.say(f"results in {rep.where}/")
 
 
 def _summary(fig: pd.DataFrame) -> pd.DataFrame:

@@ -7,12 +7,17 @@ table, and write ``NOTES.txt`` and ``PAPER.md`` beside the figures. :class:`Repr
 those the same way for all of them, so a reproduction module is its jobs, its figures and its
 comparison with the paper, nothing else. It guarantees: an unknown scale is one clear error
 before anything runs or is written; every file goes through :func:`pmsim.output.write_atomic`
-(never half-written); runs come back in job order whatever the parallelism, so tables are
+(never half-written), into a fresh folder that replaces the paper's folder only when the
+reproduction is done (:meth:`Reproduction.staged`: never a mix of an earlier run's files and
+this one's); runs come back in job order whatever the parallelism, so tables are
 byte-identical from run to run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -21,8 +26,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from pmsim import PmsimError, plots
-from pmsim.output import folder, markdown, write_atomic
-from pmsim.sweep import run_jobs, write_table
+from pmsim.output import folder, markdown, replaced_folder, write_atomic
+from pmsim.sweep import _stop_signals_raise, run_jobs, write_table
 
 
 class RunOptions(TypedDict, total=False):
@@ -44,6 +49,11 @@ class Reproduction:
     workers: int | None = None
     progress: bool = True
     cache: bool = True
+    # Where the results end up: ``outdir`` itself, or, while a staged reproduction (:meth:`staged`)
+    # writes into a fresh folder, the folder that one replaces at the end.
+    final: Path | None = None
+    # The staged reproduction's messages, printed once its folder is in place (None: print now).
+    said: list[str] | None = None
 
     @classmethod
     def start(
@@ -62,6 +72,60 @@ class Reproduction:
             raise PmsimError(f"reproduce {name}: unknown scale '{scale}' (valid: {', '.join(scales)})")
         return cls(folder(out, name), scale, scales[scale], figures, **run)
 
+    @classmethod
+    @contextlib.contextmanager
+    def staged(
+        cls,
+        out: str | Path,
+        name: str,
+        scales: dict[str, dict[str, Any]],
+        scale: str,
+        figures: dict[str, tuple[str, str]],
+        **run: Unpack[RunOptions],
+    ) -> Iterator[Reproduction]:
+        """:meth:`start`, written whole or not at all (:func:`pmsim.output.replaced_folder`):
+        files go to a fresh folder beside ``OUT/NAME/`` that replaces it when the block ends,
+        and the reproduction's messages (:meth:`say`) are printed then. An interrupted or failed
+        reproduction leaves an earlier ``OUT/NAME/`` as it was, not a mix of old and new files
+        that reads as complete."""
+        if scale not in scales:
+            raise PmsimError(f"reproduce {name}: unknown scale '{scale}' (valid: {', '.join(scales)})")
+        # SIGTERM/SIGHUP (`kill`, a batch system's cancel) then stop it as Ctrl-C does, removing
+        # the fresh folder, instead of killing the process with it left behind.
+        with _stop_signals_raise(), replaced_folder(out, name) as d:
+            rep = cls(d, scale, scales[scale], figures, **run, final=Path(out) / name, said=[])
+            yield rep
+        for text in rep.said:
+            print(text)
+
+    def part(self, scales: dict[str, dict[str, Any]], figures: dict[str, tuple[str, str]]) -> Reproduction:
+        """Another reproduction writing into this one's folder (BROI's remote half), with its
+        own scales and figures; its messages are this one's."""
+        return Reproduction(
+            self.outdir,
+            self.scale,
+            scales[self.scale],
+            figures,
+            workers=self.workers,
+            progress=self.progress,
+            cache=self.cache,
+            final=self.final,
+            said=self.said,
+        )
+
+    @property
+    def where(self) -> Path:
+        """The folder the results are in once the reproduction is done (messages name it)."""
+        return self.final if self.final is not None else self.outdir
+
+    def say(self, text: object = "") -> None:
+        """A message for the user; a staged reproduction's wait until its folder is in place
+        (printing can fail, ``| head``, and must not cost the results)."""
+        if self.said is None:
+            print(text)
+        else:
+            self.said.append(str(text))
+
     def run(self, jobs: list[dict], desc: str) -> pd.DataFrame:
         """Runs ``jobs`` (cached, in parallel, with the progress bar); one row per job, in order."""
         return run_jobs(jobs, workers=self.workers, progress=self.progress, desc=desc, cache=self.cache)
@@ -75,7 +139,8 @@ class Reproduction:
 
     def bar(self, total: int, desc: str) -> tqdm:
         """The progress bar of work that is not a list of runs (analyses in this process)."""
-        return tqdm(total=total, desc=desc, disable=not self.progress, unit="run")
+        # No stderr (``2>&-``) to draw it on: no bar.
+        return tqdm(total=total, desc=desc, disable=not self.progress or sys.stderr is None, unit="run")
 
     def path(self, name: str) -> Path:
         """Where result file ``name`` of this reproduction goes."""
