@@ -125,16 +125,19 @@ def is_result(stats: object) -> bool:
     return all(isinstance(m, dict) for m in stats["mcs"])
 
 
-def load(k: str) -> dict | None:
+def load(k: str, design: str | None = None) -> dict | None:
     """The cached result of key ``k``; None if absent, or if the entry is not a complete result
-    (bad JSON, another type, missing keys: a damaged or foreign file), so the run is redone and
-    its entry overwritten."""
+    (bad JSON, JSON nested too deep to read, another type, missing keys: a damaged or foreign
+    file) or, given ``design``, is another design's (an entry copied or misfiled), so the run is
+    redone and its entry overwritten."""
     p = cache_dir() / k[:2] / f"{k}.json"
     try:
         stats = json.loads(p.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    return stats if is_result(stats) else None
+    if not is_result(stats) or (design is not None and stats.get("design") != design):
+        return None
+    return stats
 
 
 def store(k: str, stats: dict) -> None:

@@ -55,7 +55,7 @@ def _run_one(job: dict) -> dict:
 
     use_cache = job.get("cache", True)
     k = cache.key(job["design"], workload=job["workload"], params=job["params"], config=job.get("config"))
-    stats = cache.load(k) if use_cache else None
+    stats = cache.load(k, design=job["design"]) if use_cache else None
     flat = None
     if stats is not None:
         try:

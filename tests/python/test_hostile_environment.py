@@ -488,3 +488,19 @@ def test_compare_refuses_a_trace_regenerated_while_it_runs(tmp_path: Path, monke
             cli.argparse.Namespace(param=None, trace=str(trace), allow_incomplete=False, set=[], config=None),
             ["baseline", "eadr"],
         )
+
+
+def test_a_cache_entry_nested_too_deep_or_of_another_design_is_rerun(tmp_path: Path, monkeypatch):
+    # Tester Q's Q5 (a RecursionError ended the sweep as a bug) and Q6 (eadr's stats under
+    # baseline's key were used silently).
+    monkeypatch.setenv("PMSIM_CACHE", str(tmp_path / "c"))
+    jobs = sweep.jobs_for(["baseline", "eadr"], ["array"], ops=20)
+    first = sweep.run_jobs(jobs, workers=1, progress=False)
+    keys = [cache.key(j["design"], workload=j["workload"], params=j["params"]) for j in jobs]
+    entry = [cache.cache_dir() / k[:2] / f"{k}.json" for k in keys]
+    entry[0].write_text(entry[1].read_text())  # baseline's entry now holds eadr's result
+    again = sweep.run_jobs(jobs, workers=1, progress=False)
+    pd_testing = pytest.importorskip("pandas.testing")
+    pd_testing.assert_frame_equal(again, first)
+    entry[1].write_text("[" * 100_000 + "]" * 100_000)
+    pd_testing.assert_frame_equal(sweep.run_jobs(jobs, workers=1, progress=False), first)
