@@ -167,12 +167,17 @@ def current_umask() -> int:
 def keep_mode(new: str | Path, old: str | Path) -> None:
     """Gives file ``new``, about to be renamed onto ``old``, the mode of ``old`` (or, if there
     is none, the umask's default)."""
-    try:
-        mode = stat.S_IMODE(os.stat(old).st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~current_umask()
     with contextlib.suppress(OSError):
-        os.chmod(new, mode)
+        os.chmod(new, _mode_replacing(old))
+
+
+def _mode_replacing(old: str | Path) -> int:
+    """The mode a file written in place of ``old`` gets: ``old``'s, or for a new file the
+    umask's default, as ``open`` would have given it."""
+    try:
+        return stat.S_IMODE(os.stat(old).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~current_umask()
 
 
 def _temp_beside(target: Path) -> tuple[int, str]:
@@ -182,10 +187,7 @@ def _temp_beside(target: Path) -> tuple[int, str]:
     through a file or symlink someone put there, never shared with a concurrent writer of the
     same target) and has the mode of the file it replaces (a ``chmod 600`` result stays
     private), or for a new file the umask's default, as ``open`` would have given it."""
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~current_umask()
+    mode = _mode_replacing(target)
     fd, name = tempfile.mkstemp(dir=target.parent, prefix=".pmsim-", suffix=".partial")
     try:
         os.fchmod(fd, mode)

@@ -30,6 +30,11 @@ from pmsim.output import folder, markdown, replaced_folder, write_atomic
 from pmsim.sweep import _stop_signals_raise, run_jobs, write_table
 
 
+def _check_scale(name: str, scales: dict[str, dict[str, Any]], scale: str) -> None:
+    if scale not in scales:
+        raise PmsimError(f"reproduce {name}: unknown scale '{scale}' (valid: {', '.join(scales)})")
+
+
 class RunOptions(TypedDict, total=False):
     """How a reproduction runs its simulations (the keyword arguments every ``reproduce`` takes)."""
 
@@ -68,8 +73,7 @@ class Reproduction:
         """Checks ``scale`` against ``scales`` and creates ``OUT/NAME/``. ``figures`` names
         every figure the reproduction draws: file stem -> (title, y label); a title may name
         the scale's parameters as ``{name}`` (``"({threads} threads)"``)."""
-        if scale not in scales:
-            raise PmsimError(f"reproduce {name}: unknown scale '{scale}' (valid: {', '.join(scales)})")
+        _check_scale(name, scales, scale)
         return cls(folder(out, name), scale, scales[scale], figures, **run)
 
     @classmethod
@@ -88,8 +92,7 @@ class Reproduction:
         and the reproduction's messages (:meth:`say`) are printed then. An interrupted or failed
         reproduction leaves an earlier ``OUT/NAME/`` as it was, not a mix of old and new files
         that reads as complete."""
-        if scale not in scales:
-            raise PmsimError(f"reproduce {name}: unknown scale '{scale}' (valid: {', '.join(scales)})")
+        _check_scale(name, scales, scale)
         # SIGTERM/SIGHUP (`kill`, a batch system's cancel) then stop it as Ctrl-C does, removing
         # the fresh folder, instead of killing the process with it left behind.
         with _stop_signals_raise(), replaced_folder(out, name) as d:
