@@ -144,8 +144,8 @@ _nonempty.__name__ = "path"
 def _say(text: str, data_on_stdout: bool) -> None:
     """A message for the user (a status line, a summary, a table to read): on stdout, unless the
     command writes its data there (``-o /dev/stdout``), where it would corrupt the data (a trace
-    or table piped on): then on stderr."""
-    print(text, file=sys.stderr if data_on_stdout else sys.stdout)
+    or table piped on), or stdout is closed (``>&-``): then on stderr."""
+    print(text, file=sys.stderr if data_on_stdout or _no_stdout else sys.stdout)
 
 
 def _core_inputs(a: argparse.Namespace, params: dict[str, str]) -> dict:
@@ -1196,6 +1196,20 @@ def _broken_pipe() -> int:
 
 
 _no_stderr = False
+_no_stdout = False
+# What names this process' standard output as a file to write.
+_STDOUT_PATHS = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+class _ClosedStdout:
+    """``sys.stdout`` when the process has none (``>&-``): data written there is refused (exit 2,
+    as Unix tools report a write error) rather than lost without a word."""
+
+    def write(self, _text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed (>&-): nowhere to write the result")
+
+    def flush(self) -> None:
+        pass
 
 
 def _sane_std_streams() -> None:
@@ -1204,7 +1218,17 @@ def _sane_std_streams() -> None:
     sends an error message to stdout), and the next file opened takes descriptor 2, where the
     core's messages would go: /dev/null takes it. Messages in a locale that cannot encode some
     of their characters (Latin-1 and '—'): escaped, not a failure."""
-    global _no_stderr
+    global _no_stderr, _no_stdout
+    if sys.stdout is None:
+        # /dev/null holds descriptor 1, or the next file opened (an output) would take it and
+        # `-o /dev/stdout` write into that file; messages go to stderr, data is refused.
+        _no_stdout = True
+        with contextlib.suppress(OSError):
+            fd = os.open(os.devnull, os.O_WRONLY)
+            if fd != 1:
+                os.dup2(fd, 1)
+                os.close(fd)
+        sys.stdout = _ClosedStdout()
     if sys.stderr is None:
         _no_stderr = True
         with contextlib.suppress(OSError):
@@ -1235,6 +1259,10 @@ def main(argv: list[str] | None = None) -> int:
     if as_program:
         _sane_std_streams()
     args = parser().parse_args(argv)
+    if _no_stdout:
+        named = [v for v in vars(args).values() if isinstance(v, str) and v in _STDOUT_PATHS]
+        if named:
+            return _fail(f"{named[0]}: standard output is closed (>&-); write to a file instead")
     if _no_stderr and hasattr(args, "quiet"):
         args.quiet = True  # no stderr to draw a progress bar on
     if args.debug:

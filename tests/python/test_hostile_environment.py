@@ -127,6 +127,26 @@ def test_an_error_with_stderr_closed_never_goes_to_stdout(tmp_path: Path):
     assert r.returncode == 2 and r.stdout == b""
 
 
+# Q18 ----------------------------------------------------------------------------------------
+
+
+def test_with_stdout_closed_data_is_refused_and_messages_go_to_stderr(tmp_path: Path):
+    # The JSON had nowhere to go: exit 0 with the result lost was the old behaviour.
+    r = _sh("$PMSIM run --workload array -p ops=20 --design eadr --json >&-", tmp_path)
+    assert r.returncode == 2 and b"standard output is closed" in r.stderr, r.stderr
+    # A summary is a message: it moves to stderr, and -o still writes its file.
+    r = _sh("$PMSIM run --workload array -p ops=20 --design eadr -o s.json >&-", tmp_path)
+    assert r.returncode == 0 and b"simulated time" in r.stderr, r.stderr
+    assert '"design": "eadr"' in (tmp_path / "s.json").read_text()
+
+
+def test_with_stdout_closed_an_output_named_dev_stdout_is_refused_not_lost(tmp_path: Path):
+    # Descriptor 1 is free, so the first file opened would take it; /dev/stdout would be that file.
+    r = _sh("$PMSIM trace gen --workload array -p ops=20 -o /dev/stdout >&-", tmp_path)
+    assert r.returncode == 2 and b"/dev/stdout: standard output is closed" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 # Q24 ----------------------------------------------------------------------------------------
 
 

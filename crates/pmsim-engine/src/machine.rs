@@ -772,6 +772,23 @@ impl Machine {
         }
     }
 
+    /// A design structure that refused the head (`drain_refused`) has room, and the head now
+    /// waits for `cause` instead (a durability fence whose epoch table was full, waiting for the
+    /// drain once its epoch opened): a core blocked behind the buffer is charged its own reason
+    /// from now on, as if the structure had never refused (`cause` if it only waited for space).
+    pub fn head_waits_instead(&mut self, core: usize, cause: StallCause) {
+        let now = self.now;
+        let c = &mut self.cores[core];
+        if let (Some((held, since)), Some(own), Some(stall)) = (c.blocked, c.blocked_own, c.drain_stall) {
+            if held == stall && held.is_structural() {
+                c.stats.stall_ps[held as usize] += now.saturating_sub(since);
+                let own = if own == StallCause::SbFull { cause } else { own };
+                c.blocked = Some((own, now.max(since)));
+            }
+        }
+        c.drain_stall = Some(cause);
+    }
+
     /// Blocks `core` from `since` behind its store buffer for `own` reasons (a full buffer, an
     /// atomic, a fence, an EP load behind a barrier): charged to the design structure holding
     /// the drain while one does (so the stall breakdown names the full persist buffer, not

@@ -1,7 +1,8 @@
 //! Timing of the paths tester P's hand derivations found wrong, each expected from the
 //! configured latencies (no number copied from a run): a load of a line still being filled, a
 //! release that misses, eADR's write-combining transfer, the banked model's ACK, the delegated
-//! designs' MC-side scheduler, and whose persist buffers the statistics read.
+//! designs' MC-side scheduler, whose persist buffers the statistics read, and what a dfence that
+//! first waited for epoch-table space is charged to.
 
 use pmsim_engine::{simulate, Config, RunStats};
 use pmsim_trace::text::parse_str;
@@ -129,4 +130,32 @@ fn persist_buffer_statistics_follow_the_cores_that_ran() {
         assert_eq!(a.design_stats["pb_occupancy_avg"], b.design_stats["pb_occupancy_avg"], "{d}");
         assert!(a.design_stats["pb_occupancy_avg"] > 0.0, "{d}");
     }
+}
+
+/// A durability fence that first waits for epoch-table space, then for the drain: the wait is
+/// charged to `et_full` only until the table has room, and to `dfence` for the rest (it stayed
+/// `et_full` to the end).
+#[test]
+fn a_dfence_that_waited_for_epoch_table_space_is_charged_to_dfence_once_there_is_room() {
+    // One closed epoch fits (the open one is the core's register): epoch 1 holds A (MC 0), the
+    // open epoch 2 holds B (MC 1), so the dfence must wait for epoch 1 to commit.
+    let src = "# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8 1\nT0 ofence\nT0 store 0x100001000 8 2\nT0 dfence\n";
+    let mut c = Config::default();
+    c.et.entries = 1;
+    let s = run(src, "asap-rp", &c);
+    // Stalls are reported in whole cycles, rounded down.
+    let cycles = |ns: f64| (ns * c.core.freq_ghz).floor() as u64;
+    // B performs one instruction after A (both prefetched); the dfence is at the head then.
+    // Epoch 1, the oldest, commits when A's flush is acknowledged.
+    let room_ns = c.pb.flush_ns + c.noc.ack_ns - instr_ns(&c);
+    assert_eq!(s.cores[0].stall_cycles["et_full"], cycles(room_ns));
+    // The table's size does not change when anything happens here, only what the wait is
+    // charged to: all of it is the dfence's with room to spare.
+    c.et.entries = 32;
+    let roomy = run(src, "asap-rp", &c);
+    assert_eq!(roomy.sim_time_ns, s.sim_time_ns);
+    assert_eq!(roomy.cores[0].stall_cycles["et_full"], 0);
+    // The same wait, split in two (each part rounded down to whole cycles).
+    let total = |r: &RunStats| r.cores[0].stall_cycles.values().sum::<u64>();
+    assert!(total(&roomy) - total(&s) <= 1, "{:?} {:?}", s.cores[0].stall_cycles, roomy.cores[0].stall_cycles);
 }

@@ -622,7 +622,10 @@ impl Buffered {
                 // The fence's new epoch opens now that the table has room.
                 self.cores[c].fence = if drain { Some(FenceWait::Drain) } else { None };
                 self.close_epoch(m, c, true);
-                if !drain {
+                if drain {
+                    // The rest of its wait is the drain's, not the table's.
+                    m.head_waits_instead(c, StallCause::Dfence);
+                } else {
                     m.sb_head_done(c);
                 }
             }
