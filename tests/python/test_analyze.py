@@ -90,6 +90,20 @@ def test_instruction_rate_comes_from_eadr_by_default():
     assert rep["normalized_rate"] == pytest.approx(rep["persist_bound_ops_per_s"] / run["ops_per_sec"])
 
 
+def test_the_instruction_rate_from_eadr_is_exact_not_the_runs_rounded_rate(tmp_path):
+    # Two operations of three instructions each (store, ofence, store; eADR stalls on none) at
+    # the default 2 GHz and 2 instructions per cycle: 1.5 ns, so 2 / 1.5 ns. The run's JSON
+    # rounds its rate to 3 decimals, which made the normalised rate 0.00100000000000025.
+    op = "T0 begin op\nT0 store {a} 8 1\nT0 ofence\nT0 store {b} 8 1\nT0 end op\n"
+    body = op.format(a="0x100000000", b="0x100000040") + op.format(a="0x100000080", b="0x1000000c0")
+    trace = tmp_path / "ops.trace"
+    trace.write_text("# pmsim trace v1\nthreads 1\n" + body)
+    rep = pmsim.analyze(str(trace), model="epoch")
+    exact = 2 / 1.5e-9
+    assert rep["instr_ops_per_s"] == pytest.approx(exact, rel=1e-15, abs=0)
+    assert rep["normalized_rate"] == pytest.approx(rep["persist_bound_ops_per_s"] / exact, rel=1e-15, abs=0)
+
+
 def test_python_api_returns_a_dataframe_for_several_models(trace):
     df = pmsim.analyze(str(trace), model="all", instr_ops_per_s=1e6)
     assert isinstance(df, pd.DataFrame)

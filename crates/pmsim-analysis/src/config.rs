@@ -94,6 +94,8 @@ pub enum AnalysisError {
     Latency(f64),
     #[error("instruction rate must be a positive number of operations per second, got {0}")]
     InstrRate(f64),
+    #[error("a rate overflows with a persist latency of {0} ns and an instruction rate of {1:?} operations per second: give values of a physical size")]
+    Overflow(f64, Option<f64>),
     #[error(transparent)]
     Trace(#[from] pmsim_trace::TraceError),
 }

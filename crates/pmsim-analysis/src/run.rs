@@ -87,6 +87,15 @@ pub fn analyze_file(
     let threads = r.header().threads;
     let mut pass = Pass::new(models, cfg, &pm, threads);
     r.for_each(|t, ev| pass.step(t, ev))?;
+    // As for a text trace: a recorded program is x86 code even when only its locked
+    // instructions after non-temporal stores order anything (META records may be anywhere in
+    // the file, so they are read only when they could decide).
+    if pass.scan.dialect() == Dialect::Neutral
+        && !pass.scan.has_neutral()
+        && pmsim_trace::meta::recorded(&pmsim_trace::meta::read_meta(path)?)
+    {
+        pass.scan.recorded_program();
+    }
     Ok(pass.counts())
 }
 
@@ -102,5 +111,12 @@ pub fn summarize(
             return Err(AnalysisError::InstrRate(r));
         }
     }
-    counts.iter().map(|&(m, c)| Ok(Report::new(m, c, cfg, instr_ops_per_s))).collect()
+    let reports: Vec<Report> = counts.iter().map(|&(m, c)| Report::new(m, c, cfg, instr_ops_per_s)).collect();
+    // Valid but extreme inputs (1e-300 ns) overflow the quotients, which JSON would show as null,
+    // the value meaning "unbounded".
+    let overflows = |v: Option<f64>| v.is_some_and(|v| !v.is_finite());
+    if reports.iter().any(|r| overflows(r.persist_bound_ops_per_s) || overflows(r.normalized_rate)) {
+        return Err(AnalysisError::Overflow(cfg.persist_ns, instr_ops_per_s));
+    }
+    Ok(reports)
 }

@@ -97,3 +97,35 @@ fn streaming_a_binary_file_gives_the_in_memory_result() {
     assert_eq!(from_file, in_mem);
     assert!(in_mem[0].1.critical_path > in_mem[1].1.critical_path);
 }
+
+/// A recorded program's trace is x86 code (design.md §3) whether it is read as text or streamed
+/// from a binary file, whose META record names the recorder: a locked instruction after a
+/// non-temporal PM store is then a persist barrier (the streamed file was read as neutral).
+#[test]
+fn a_recorded_programs_binary_trace_is_analysed_as_x86_code_like_its_text() {
+    let src = format!(
+        "# pmsim trace v1\nthreads 1\n# meta tool={} (test)\nT0 ntstore 0x100000000 8 1\nT0 rmw 0x2000 8 1\nT0 store 0x100000040 8 2\n",
+        pmsim_trace::meta::RECORDER
+    );
+    let t = pmsim_trace::text::parse_str("t", &src).unwrap();
+    assert!(t.recorded);
+    let mut bin = Vec::new();
+    pmsim_trace::binary::write(&mut bin, &t, true).unwrap();
+    // The writer does not carry META (the front end adds it): splice one in before END, the
+    // file's last 13 bytes, as `pmsim trace convert` does.
+    let text = format!("tool={} (test)", pmsim_trace::meta::RECORDER);
+    let mut meta = vec![3u8];
+    meta.extend_from_slice(&(text.len() as u32).to_le_bytes());
+    meta.extend_from_slice(text.as_bytes());
+    let end = bin.len() - 13;
+    bin.splice(end..end, meta);
+    let path = std::env::temp_dir().join(format!("pmsim-analysis-recorded-{}.bin", std::process::id()));
+    std::fs::write(&path, &bin).unwrap();
+    let cfg = Config::default();
+    let from_file = analyze_file(&path, &Model::ALL, &cfg);
+    std::fs::remove_file(&path).ok();
+    let in_mem = analyze_trace(&t, &Model::ALL, &cfg).unwrap();
+    assert_eq!(from_file.unwrap(), in_mem);
+    // The rmw orders the ntstore before the later store: two persists in sequence, every model.
+    assert!(in_mem.iter().all(|(_, c)| c.critical_path == 2), "{in_mem:?}");
+}

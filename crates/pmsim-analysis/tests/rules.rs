@@ -216,6 +216,21 @@ fn operations_and_rates() {
     assert_eq!((r.critical_path_per_op, r.persist_bound_ops_per_s, r.normalized_rate), (None, None, None));
 }
 
+/// Positive but extreme latencies or rates overflow the quotients: an error, never a null that
+/// reads as "unbounded" while persists and operations exist.
+#[test]
+fn rates_that_overflow_are_refused() {
+    let t = expand("T0 begin op\nT0 store PA 8\nT0 end op\n");
+    let t = pmsim_trace::text::parse_str("t", &t).unwrap();
+    let tiny = Config { persist_ns: 1e-300, ..Config::default() };
+    let c = analyze_trace(&t, &[Model::Epoch], &tiny).unwrap();
+    assert!(matches!(summarize(&c, &tiny, Some(1e6)), Err(AnalysisError::Overflow(..))));
+    let cfg = Config::default();
+    let c = analyze_trace(&t, &[Model::Epoch], &cfg).unwrap();
+    assert!(matches!(summarize(&c, &cfg, Some(1e-320)), Err(AnalysisError::Overflow(..))));
+    assert!(summarize(&c, &cfg, Some(1e-9)).unwrap()[0].normalized_rate.is_some_and(f64::is_finite));
+}
+
 #[test]
 fn bad_parameters_are_refused() {
     let t = pmsim_trace::text::parse_str("t", &expand("T0 store PA 8\n")).unwrap();

@@ -88,6 +88,10 @@ pub struct RunStats {
     pub roi_time_ns: f64,
     /// operations / roi_time.
     pub ops_per_sec: f64,
+    /// The region of interest in whole picoseconds, for exact quotients (`ops_per_sec` is
+    /// rounded to 3 decimals); not in the JSON.
+    #[serde(skip)]
+    pub roi_ps: u64,
     pub op_latency_avg_ns: f64,
     pub op_latency_max_ns: f64,
     pub pm_stores: u64,
@@ -242,6 +246,7 @@ impl RunStats {
             roi_start_ns: round3(roi_start as f64 / 1000.0),
             roi_time_ns: round3((roi_end - roi_start) as f64 / 1000.0),
             ops_per_sec: round3(if roi_secs > 0.0 { ops as f64 / roi_secs } else { 0.0 }),
+            roi_ps: roi_end - roi_start,
             op_latency_avg_ns: round3(if ops > 0 { lat_sum as f64 / ops as f64 / 1000.0 } else { 0.0 }),
             op_latency_max_ns: round3(lat_max as f64 / 1000.0),
             pm_stores,
