@@ -320,8 +320,9 @@ def test_c11_release_and_acquire_are_sync_events_with_their_values(tmp_path):
 
 # Inline-asm flushes whose operand computes an address: AT&T displacement, base + index *
 # scale, an immediate operand as displacement, a register bound by its constraint, a tied
-# operand; Intel syntax (-masm=intel) with `BYTE PTR [...]`. A flush whose register nothing
-# binds is reported at compile time and not traced.
+# operand, a constant the compiler holds in a register (`"r"(15L)` as the index); Intel syntax
+# (-masm=intel) with `BYTE PTR [...]`. A flush whose register nothing binds is reported at
+# compile time and not traced.
 ASM_ATT = (
     PRELUDE
     + r"""
@@ -338,6 +339,8 @@ int main(int argc, char **argv) {
   asm volatile("clwb (,%0,1)" :: "r"(pm + 0x180) : "memory");               /* 0x180 */
   asm volatile("clwb 0x10(%%rdi)" :: "D"(pm + 0x1b0) : "memory");           /* 0x1c0 */
   asm volatile("clwb 8(%0)" : "+r"(q) :: "memory");                         /* 0x200 */
+  asm volatile("clwb 8(%0,%1,8)" :: "r"(pm + 0x200), "r"(15L) : "memory");  /* 0x280 */
+  asm volatile("clwb (%0,%1,1)" :: "r"(pm + 0x2c0), "r"(0L) : "memory");    /* 0x2c0 */
   if (argc > 5)
     asm volatile("clwb 64(%%rsi)" :: "D"(pm) : "memory");                   /* not traced */
   asm volatile("sfence" ::: "memory");
@@ -357,6 +360,7 @@ int main(int argc, char **argv) {
   asm volatile("clflushopt BYTE PTR [%0+64]" :: "r"(pm) : "memory");        /* 0x40 */
   asm volatile("clwb [%0+%1*8+0x80]" :: "r"(pm), "r"(idx) : "memory");      /* 0xc0 */
   asm volatile("clflush byte ptr [%0-64]" :: "r"(pm + 0x140) : "memory");   /* 0x100 */
+  asm volatile("clwb [%0+%1*8]" :: "r"(pm + 0x100), "r"(16L) : "memory");   /* 0x180 */
   asm volatile("sfence" ::: "memory");
   printf("ok\n");
   return 0;
@@ -389,6 +393,8 @@ def test_inline_asm_flush_addresses_come_from_their_operands(tmp_path):
         ("clwb", 0x180),
         ("clwb", 0x1C0),
         ("clwb", 0x200),
+        ("clwb", 0x280),
+        ("clwb", 0x2C0),
         ("sfence", -1),
     ]
     src = tmp_path / "intel.c"
@@ -402,6 +408,7 @@ def test_inline_asm_flush_addresses_come_from_their_operands(tmp_path):
         ("clflushopt", 0x40),
         ("clwb", 0xC0),
         ("clflush", 0x100),
+        ("clwb", 0x180),
         ("sfence", -1),
     ]
 

@@ -311,8 +311,11 @@ bool constSum(const std::string &s, const AsmStmt &st, int64_t &v) {
 }
 
 // The operand a register term names: an operand reference (`$0`, `${0:q}`) or a register
-// bound to an operand by its constraint (`%rax` with `"a"(p)`); -1 if it is neither.
-int regTerm(const std::string &s, const AsmStmt &st) {
+// bound to an operand by its constraint (`%rax` with `"a"(p)`); -1 if it is neither. A constant
+// operand is one only where nothing but a register can stand (`constInReg`: AT&T's
+// `(base,index)`), where the compiler put `"r"(15L)` in a register; elsewhere it is an
+// immediate, which `constTerm` reads.
+int regTerm(const std::string &s, const AsmStmt &st, bool constInReg = false) {
   size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
   if (b == std::string::npos)
     return -1;
@@ -321,7 +324,7 @@ int regTerm(const std::string &s, const AsmStmt &st) {
   int n = exactOperandRef(t, &mod);
   if (n >= 0)
     return (size_t)n < st.operands.size() && st.operands[n].arg && !st.operands[n].memory &&
-                   !isa<ConstantInt>(st.operands[n].arg)
+                   (constInReg || !isa<ConstantInt>(st.operands[n].arg))
                ? n
                : -1;
   if (t[0] == '%')
@@ -386,8 +389,13 @@ AsmAddr parseAsmAddr(std::string o, const AsmStmt &st, bool intel) {
         std::string l = cur.substr(0, star), r = cur.substr(star + 1);
         int64_t s;
         int reg;
+        int64_t k;
         if ((reg = regTerm(l, st)) >= 0 && constTerm(r, st, s)) {
         } else if ((reg = regTerm(r, st)) >= 0 && constTerm(l, st, s)) {
+        } else if (constTerm(l, st, k) && constTerm(r, st, s)) {
+          // `%1*8` with `"r"(15L)` or `"i"(15)`: either way a constant displacement.
+          a.disp += sign * k * s;
+          return true;
         } else {
           return false;
         }
@@ -453,9 +461,9 @@ AsmAddr parseAsmAddr(std::string o, const AsmStmt &st, bool intel) {
   if (parts.size() > 3)
     return a;
   auto blank = [](const std::string &s) { return s.find_first_not_of(" \t") == std::string::npos; };
-  if (!blank(parts[0]) && (a.base = regTerm(parts[0], st)) < 0)
+  if (!blank(parts[0]) && (a.base = regTerm(parts[0], st, true)) < 0)
     return a;
-  if (parts.size() >= 2 && !blank(parts[1]) && (a.index = regTerm(parts[1], st)) < 0)
+  if (parts.size() >= 2 && !blank(parts[1]) && (a.index = regTerm(parts[1], st, true)) < 0)
     return a;
   if (parts.size() == 3 && !blank(parts[2])) {
     int64_t s;
