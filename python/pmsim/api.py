@@ -621,6 +621,15 @@ def _describe_violation(v: dict) -> str:
             f"{kind}: visible store {vis['gid']} (T{vis.get('thread')}, word {vis['word']:#x}) "
             f"requires store {miss['gid']} (T{miss['thread']}), but word {miss['word']:#x} shows {shows}"
         )
+    elif miss and v.get("dfence") is None:
+        # eADR, BBB: the store had performed, which is its own durability point (no fence).
+        shows = "the initial value" if miss.get("shows") is None else f"store {miss['shows']}"
+        last = (v.get("path") or [{}])[-1].get("gid", miss["gid"])
+        after = f" (as had store {last} after it in program order)" if last != miss["gid"] else ""
+        head = (
+            f"{kind}: store {miss['gid']} (T{miss['thread']}) had performed{after}, but word "
+            f"{miss['word']:#x} shows {shows}: the design promises every performed store survives"
+        )
     elif miss:
         shows = "the initial value" if miss.get("shows") is None else f"store {miss['shows']}"
         # The completed fence closes the path: a dfence, or under x86 an sfence, mfence, locked
@@ -635,7 +644,9 @@ def _describe_violation(v: dict) -> str:
     else:
         head = kind
     path = v.get("path") or []
-    if path:
+    # A performed store missing from the image is its own durability point: no path to show.
+    own_point = bool(miss) and not vis and v.get("dfence") is None and len(path) == 1
+    if path and not own_point:
         steps = []
         for s in path:
             steps.append(f"{s['gid']}(T{s['thread']} {s['kind']})")

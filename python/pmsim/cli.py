@@ -656,6 +656,10 @@ def cmd_crash(a: argparse.Namespace) -> int:
             recovered = "application recovery not checked"
         elif getattr(a, "trace", None):
             recovered = "application recovery not checked (a trace has none)"
+        elif not rep["recovery_checked"]:
+            recovered = (
+                "application recovery not checked (it runs at the clients, which pmsim does not crash)"
+            )
         else:
             recovered = f"{rep['recovered']} recovered by the application"
         print(

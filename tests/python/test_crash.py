@@ -131,3 +131,35 @@ def test_bad_crash_input_is_one_clear_line():
         assert p.returncode == 2, (args, p.stdout, p.stderr)
         assert "Traceback" not in p.stderr
         assert p.stderr.startswith("pmsim: error:") and mention in p.stderr, p.stderr
+
+
+def test_eadr_is_checked_against_its_own_promise_and_a_missing_performed_store_reads_plainly(repo_root):
+    # Tester U's U6 and U16: the label said "strict" with and without --model strict, whose
+    # verdicts differ, and the message read "precedes completed store None" with a self-loop.
+    trace = repo_root / "tests" / "litmus" / "mp-pflag.trace"
+    common = ["crash", "--allow-broken-designs", "--trace", trace, "--design", "broken-eadr-no-battery"]
+    p = pmsim_cli(*common, "--at", "206000")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "checked against all:" in p.stdout
+    assert "had performed, but word 0x100000000 shows the initial value" in p.stdout, p.stdout
+    assert "None" not in p.stdout and "persist-order path" not in p.stdout
+    rep = json.loads(pmsim_cli(*common, "--at", "206000", "--json").stdout)
+    assert rep["model"] == "all"
+    p = pmsim_cli(*common, "--at", "206000", "--model", "strict")
+    assert p.returncode == 0 and "checked against strict:" in p.stdout, p.stdout
+
+
+def test_a_remote_workloads_images_are_not_counted_as_recovered():
+    # U5: its application's recovery runs at the clients, which pmsim does not crash.
+    args = ["crash", "--workload", "rdma-tpcc", "-p", "ops=20", "--design", "baseline", "--random", "20"]
+    p = pmsim_cli(*args)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "application recovery not checked (it runs at the clients" in p.stdout, p.stdout
+    rep = json.loads(pmsim_cli(*args, "--json").stdout)
+    assert rep["recovery_checked"] is False and rep["recovered"] == 0
+    local = json.loads(
+        pmsim_cli(
+            "crash", "--workload", "array", "-p", "ops=20", "--design", "eadr", "--random", "5", "--json"
+        ).stdout
+    )
+    assert local["recovery_checked"] is True and local["recovered"] == 5

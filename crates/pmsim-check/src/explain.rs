@@ -188,21 +188,22 @@ impl Incremental {
                 let fence = point.map_or(Kind::Dfence, |d| d.kind);
                 // A performed store's own durability point (eADR, BBB) is no fence.
                 let performed = point.is_some_and(|d| d.performed);
+                let mut path = vec![
+                    PathStep { gid: n.gid, thread: n.thread, kind: n.kind.name(), edge: Some(EdgeRule::ProgramOrder) },
+                    PathStep { gid: dgid, thread: u as u16, kind: fence.name(), edge: None },
+                ];
+                if n.gid == dgid {
+                    // The missing store is its own durability point: no path, not a self-loop.
+                    path.truncate(1);
+                    path[0].edge = None;
+                }
                 out.push(Violation {
                     kind: ViolationKind::NotDurable,
                     at: self.t,
                     visible: None,
                     missing: Some(self.missing_store(p)),
                     dfence: (!performed).then_some(dgid),
-                    path: vec![
-                        PathStep {
-                            gid: n.gid,
-                            thread: n.thread,
-                            kind: n.kind.name(),
-                            edge: Some(EdgeRule::ProgramOrder),
-                        },
-                        PathStep { gid: dgid, thread: u as u16, kind: fence.name(), edge: None },
-                    ],
+                    path,
                 });
             }
         }

@@ -128,12 +128,15 @@ impl fmt::Display for Violation {
             )?,
             (ViolationKind::NotDurable, _, Some(m)) if self.dfence.is_none() => write!(
                 f,
-                "at t={}: store {} (T{}) had performed (as had store {} after it in program order), but word {:#x} \
-                 shows {}: the design promises every performed store survives",
+                "at t={}: store {} (T{}) had performed{}, but word {:#x} shows {}: the design promises every \
+                 performed store survives",
                 self.at,
                 m.gid,
                 m.thread,
-                self.path.last().map_or(m.gid, |s| s.gid),
+                match self.path.last() {
+                    Some(s) if s.gid != m.gid => format!(" (as had store {} after it in program order)", s.gid),
+                    _ => String::new(),
+                },
                 m.word,
                 shows(m)
             )?,

@@ -68,6 +68,9 @@ pub struct Report {
     pub consistent: u64,
     pub durable: u64,
     pub recovered: u64,
+    /// Whether the workload's own recovery ran on the images (false for a trace, with
+    /// `--no-recovery`, and for workloads whose recovery runs where pmsim does not crash).
+    pub recovery_checked: bool,
     pub failures: Vec<Failure>,
     /// Simulated end of the run (ps).
     pub run_end_ps: u64,
@@ -173,11 +176,13 @@ pub fn run_with_progress(req: &Request, progress: Option<Progress<'_>>) -> Resul
 
     let mut rep = Report {
         design: req.design.clone(),
-        model: model.name(),
+        // eADR's and BBB's own promise is more than the order `model` checks (below).
+        model: if performed_durable { "all" } else { model.name() },
         images: 0,
         consistent: 0,
         durable: 0,
         recovered: 0,
+        recovery_checked: req.recovery.is_some(),
         failures: Vec::new(),
         run_end_ps: end,
         host_seconds: 0.0,

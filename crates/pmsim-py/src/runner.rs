@@ -351,7 +351,8 @@ pub fn crash(
         config: cfg.clone(),
         instants,
         model,
-        recovery: if spec.recovery { recovery.as_deref() } else { None },
+        // A recovery that checks nothing is not run, so no image counts as recovered by it.
+        recovery: if spec.recovery { recovery.as_deref().filter(|r| r.checks_images()) } else { None },
         replay_input: replay,
         max_failures: spec.max_failures,
     };

@@ -81,6 +81,13 @@ pub trait Recovery: Send + Sync {
         let _ = pieces;
         self.check(image, dfence_done)
     }
+
+    /// Whether this recovery checks anything: false for one that accepts every image because
+    /// the application's recovery runs where pmsim does not crash (a remote client's), so a
+    /// report can say "not checked" rather than count images as recovered.
+    fn checks_images(&self) -> bool {
+        true
+    }
 }
 
 /// The crash driver's answer to "had the `dfence` with this gid completed before the crash?".

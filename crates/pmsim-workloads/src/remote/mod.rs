@@ -248,6 +248,10 @@ impl Recovery for ServerReplica {
     fn check(&self, _image: &MemImage, _done: &dyn Fn(u64) -> bool) -> Result<RecoveryReport, RecoveryError> {
         Ok(RecoveryReport::default())
     }
+
+    fn checks_images(&self) -> bool {
+        false
+    }
 }
 
 /// A client workload: the local generator's trace, transformed (see [`client_trace_with`]), with
