@@ -830,7 +830,16 @@ impl Machine {
         if cause.is_structural() {
             self.drain_refused(core, cause);
         } else {
-            self.cores[core].drain_stall = Some(cause);
+            let c = &mut self.cores[core];
+            c.drain_stall = Some(cause);
+            // A legacy sfence the design runs as a durability fence (`sfence_as_dfence`): the
+            // core blocked at it waits for a dfence, from the moment it blocked.
+            if cause == StallCause::Dfence && c.blocked_own == Some(StallCause::Fence) {
+                if let Some((StallCause::Fence, since)) = c.blocked {
+                    c.blocked = Some((StallCause::Dfence, since));
+                }
+                c.blocked_own = Some(StallCause::Dfence);
+            }
         }
     }
 

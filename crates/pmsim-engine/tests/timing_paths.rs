@@ -159,3 +159,26 @@ fn a_dfence_that_waited_for_epoch_table_space_is_charged_to_dfence_once_there_is
     let total = |r: &RunStats| r.cores[0].stall_cycles.values().sum::<u64>();
     assert!(total(&roomy) - total(&s) <= 1, "{:?} {:?}", s.cores[0].stall_cycles, roomy.cores[0].stall_cycles);
 }
+
+/// A legacy trace's sfence after a clwb is a durability fence to the buffered designs
+/// (`sfence_as_dfence`): the core's wait at it is charged as a dfence's, exactly as the same
+/// program written with a dfence (it was charged to `fence`, so `dfence` read 0 on every
+/// traced program).
+#[test]
+fn a_legacy_sfence_run_as_a_dfence_is_charged_as_one() {
+    let legacy = "# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 sfence\nT0 store 0x100001000 8 2\n";
+    let neutral = "# pmsim trace v1\nthreads 1\nT0 store 0x100000000 8 1\nT0 dfence\nT0 store 0x100001000 8 2\n";
+    let c = Config::default();
+    for d in ["hops-ep", "hops-rp", "asap-ep", "asap-rp", "delegated", "broi"] {
+        let l = run(legacy, d, &c);
+        let n = run(neutral, d, &c);
+        assert_eq!(l.design_stats["sfence_as_dfence"], 1.0, "{d}");
+        assert_eq!(l.sim_time_ns, n.sim_time_ns, "{d}");
+        assert!(n.cores[0].stall_cycles["dfence"] > 0, "{d}");
+        // Less the clwb's instruction slot (half a cycle: the core reaches its sfence that
+        // much later), in whole cycles rounded down.
+        let (ls, ns) = (&l.cores[0].stall_cycles, &n.cores[0].stall_cycles);
+        assert_eq!(ls["fence"], 0, "{d}: {ls:?}");
+        assert!(ns["dfence"].abs_diff(ls["dfence"]) <= 1, "{d}: {ls:?} {ns:?}");
+    }
+}
