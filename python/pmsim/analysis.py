@@ -276,17 +276,22 @@ def cmd_analyze(a: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     """Registers ``pmsim analyze``."""
-    from pmsim.cli import _add_config, _add_input
+    from pmsim.cli import _add_config, _add_input, _sub
 
-    an = sub.add_parser(
-        "analyze", help="persist critical path under strict/epoch/strand persistency (DESIGN §8)"
+    an = _sub(
+        sub,
+        "analyze",
+        "persist critical path under strict/epoch/strand persistency (docs/design.md §8)",
+        "Persist critical-path analysis (the Memory Persistency paper's §7): how many persists lie on\n"
+        "the longest chain of ordering constraints of a trace or workload under each persistency\n"
+        "model, with infinite bandwidth, and the operation rate that bounds.",
     )
     _add_input(an)
     an.add_argument(
         "--model",
         default="strict",
         help="strict, epoch, strand, all, or a comma-separated list (racing epochs: epoch on "
-        "a workload's variant=racing)",
+        "a workload's variant=racing); default strict",
     )
     an.add_argument(
         "--atomic-bytes",

@@ -194,12 +194,17 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def summary(s: dict) -> str:
     stalls = ", ".join(f"{k} {v}" for k, v in s["stall_cycles"].items() if v)
+    if s["operations"]:
+        ops = (
+            f"{s['operations']}  ({s['ops_per_sec']:.0f} ops/s over {s['roi_time_ns']:.1f} ns from the "
+            f"first begin at {s['roi_start_ns']:.1f} ns, avg latency {s['op_latency_avg_ns']:.1f} ns)"
+        )
+    else:
+        ops = "0  (no begin/end pair completed)"
     lines = [
         f"design {s['design']} (promises {s['promise']}), {s['threads']} threads",
         f"  simulated time   {s['sim_time_ns']:.1f} ns (persists drained at {s['drain_time_ns']:.1f} ns)",
-        f"  operations       {s['operations']}  ({s['ops_per_sec']:.0f} ops/s over "
-        f"{s['roi_time_ns']:.1f} ns from the first begin at {s['roi_start_ns']:.1f} ns, "
-        f"avg latency {s['op_latency_avg_ns']:.1f} ns)",
+        f"  operations       {ops}",
         f"  events           {s['events']}  instructions {s['instructions']}",
         f"  PM stores        {s['pm_stores']}  media reads {s['pm_reads']}  media writes {s['pm_writes']}",
         f"  stall cycles     {stalls or 'none'}",
@@ -237,6 +242,8 @@ def cmd_compare(a: argparse.Namespace) -> int:
     base = df[df.design == "baseline"]["roi_time_ns"]
     if len(base):
         df["speedup_vs_baseline"] = (base.iloc[0] / df["roi_time_ns"]).round(3)
+    else:
+        print("pmsim: note: no speedup_vs_baseline column: baseline is not among --designs", file=sys.stderr)
     cols = [
         c
         for c in [
@@ -986,7 +993,7 @@ def parser() -> argparse.ArgumentParser:
         type=_int_at_least(0, 1_000_000),
         default=10,
         metavar="N",
-        help="name at most N unpersisted stores, N late ones and N of the lock words' (default 10)",
+        help="name at most N unpersisted stores, N late ones and N of the lock words'",
     )
     tl.add_argument("--json", action="store_true", help="print JSON")
     tl.add_argument(
@@ -1114,7 +1121,8 @@ def parser() -> argparse.ArgumentParser:
         "reproduce a paper's evaluation as tables and plots",
         "Reproduce a paper's evaluation: runs every figure's simulations (cached, so an interrupted\n"
         "reproduction restarted picks up where it stopped), then writes each figure as CSV, Markdown\n"
-        "and PNG, all runs as runs.csv and runs.parquet, and NOTES.txt, under OUT/PAPER/.",
+        "and PNG, all runs as runs.csv and runs.parquet, and NOTES.txt, under OUT/PAPER/\n"
+        "(asap --config F.toml: OUT/asap-F/, so a configuration's results never replace the defaults').",
     )
     rp.add_argument(
         "paper",
@@ -1134,7 +1142,7 @@ def parser() -> argparse.ArgumentParser:
         default="results",
         type=_nonempty,
         metavar="DIR",
-        help="output folder (results go to DIR/PAPER/)",
+        help="output folder (results go to DIR/PAPER/; DIR/asap-F/ with --config F.toml)",
     )
     rp.add_argument(
         "--config",

@@ -199,12 +199,14 @@ _WHY = """## Why pmsim's numbers differ from the paper's
 - **Layout matters more than scheduling when it aliases.** With every thread's undo log exactly
   256 KiB apart (`log_gap=0`), all logs start in the same bank under the stride mapping; that bank
   bounds both designs and BROI's advantage shrinks to a few percent either way (measured on hash
-  and sps, 4 threads). The default `log_gap` (one 4 KiB page between logs, as a heap's allocation
-  header would leave) is used for every benchmark and both designs.
+  and sps, 4 threads, by an earlier build: docs/broi.md). The default `log_gap` (one 4 KiB page
+  between logs, as a heap's allocation header would leave) is used for every benchmark and both
+  designs.
 - **Fig 11 hardly scales, and that is the layout, not the scheduler.** Each thread's structure and
   undo log are regions of their own, so a thread's hot rows sit in a few banks; with more threads
   they meet in one bank and alternate rows there (300 ns write conflicts). In btree at 2 threads
-  one bank takes 3,592 of the run's 3,799 row conflicts and is busy 94% of the time: thread 0's
+  one bank takes nearly all of the run's row conflicts and is busy most of the time (docs/broi.md
+  gives the counts): thread 0's
   tree and thread 1's log, two rows of one bank (both row indices multiples of 8, so XOR
   interleaving leaves them together too). Which threads collide depends on where the regions fall
   and on the bank mapping (compare the last two columns), so throughput over threads need not be
@@ -292,7 +294,9 @@ def _fig12(rep: Reproduction) -> str:
 
     remote.write(rep.part(remote.SCALES, remote.FIGURES))
     return (
-        "Fig 12: fig12_remote.*, fig12_latency_sweep.*, fig12_cpu_sweep.*"
+        "Fig 12: fig12_remote.*, fig12_latency_sweep.*, fig12_cpu_sweep.*, fig12_epoch_sweep.*,"
+        " fig12_channel_sweep.*, and fig4c_transaction.csv / .trace (Fig 4(c)'s transaction of 6"
+        " epochs: its latency under each strategy)"
         " (runs in runs_fig12.csv / .parquet), written by pmsim.experiments.remote;"
         " its paper comparison is in the repository's PAPER.md."
     )

@@ -294,7 +294,7 @@ pub static DESIGNS: &[DesignInfo] = &[
     DesignInfo { name: "asap-rp", about: "ASAP with release persistency", build: |c| Box::new(asap::asap_rp(c)) },
     DesignInfo {
         name: "delegated",
-        about: "buffered strict persistency, delegated ordering: per-core persist buffers, barrier epochs drained in order at the MC (BROI seed's Epoch baseline); epoch persistency",
+        about: "buffered epoch persistency with delegated ordering: per-core persist buffers, barrier epochs drained in order at the MC (BROI seed's Epoch baseline)",
         build: |c| Box::new(delegated::Delegated::new("delegated", "delegated", c, false)),
     },
     DesignInfo {
