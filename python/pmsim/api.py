@@ -13,7 +13,6 @@ import numbers
 import os
 import stat
 import tomllib
-from pathlib import Path
 from typing import Any
 
 from pmsim import _core
@@ -380,14 +379,9 @@ def trace_convert(
     if to is None:
         to = trace_format(dst)
     compress = bool_arg("compress", compress)
+    # The metadata (how the trace was made, and an `incomplete` mark) goes along, into a pipe
+    # too: a converted trace of a crashed program is refused like the original.
     _core.trace_convert(src, dst, to == "binary", compress)
-    # The metadata (how the trace was made, and an `incomplete` mark) goes along: a converted
-    # trace of a crashed program is refused like the original. A device (/dev/stdout) gets none.
-    meta = _core.trace_meta(src) if Path(src).is_file() else []
-    if meta and Path(dst).is_file():
-        from pmsim.tracer import add_meta_binary, add_meta_text
-
-        (add_meta_binary if to == "binary" else add_meta_text)(Path(dst), meta)
 
 
 def trace_stats(

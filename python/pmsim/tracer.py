@@ -271,15 +271,6 @@ def meta_value(text: str) -> str:
     return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in raw)
 
 
-def add_meta_text(path: Path, meta: list[tuple[str, str]]) -> None:
-    """Writes `meta` into the text trace `path` as ``# meta`` comment lines after its header."""
-    if not meta:
-        return
-    lines = path.read_text().split("\n", 1)
-    comments = "".join(f"# meta {k}={v}\n" for k, v in meta)
-    path.write_text(lines[0] + "\n" + comments + (lines[1] if len(lines) > 1 else ""))
-
-
 def add_meta_binary(path: Path, meta: list[tuple[str, str]]) -> None:
     """Writes `meta` into the binary trace `path` as one META record before its END record (in
     place: a trace may be larger than memory)."""
@@ -489,8 +480,7 @@ def record(pm: str, volatile: str, output: str, argv: list[str], compute: str = 
             threads = _threads(tmp)
             done = tmp
             if text:
-                _core.trace_convert(str(tmp), str(converted), False)
-                add_meta_text(converted, _core.trace_meta(str(tmp)))
+                _core.trace_convert(str(tmp), str(converted), False)  # META goes along
                 done = converted
             if into:
                 _write_into(done, out, output)

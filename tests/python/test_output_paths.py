@@ -49,6 +49,31 @@ def test_trace_convert_to_stdout_writes_only_the_trace(small_bin, tmp_path):
 
 
 @posix_only
+@pytest.mark.parametrize("to", ["text", "binary"])
+def test_trace_convert_into_a_pipe_carries_the_metadata(tmp_path, to):
+    # Tester U's U25: through a pipe a recorded program's trace lost its META, so it ran as a
+    # design-neutral trace (promise rp, not x86) and an incomplete one lost its mark.
+    src = tmp_path / "rec.trace"
+    src.write_text(
+        "# pmsim trace v1\nthreads 1\n# meta tool=pmsim trace record (test)\n"
+        "# meta incomplete=killed by signal 9\n"
+        "T0 store 0x100000000 8 1\nT0 clwb 0x100000000\nT0 store 0x100000040 8 2\n"
+    )
+    p = _to_pipe("trace", "convert", src, "/dev/stdout", "--to", to)
+    assert p.returncode == 0, p.stderr
+    piped = tmp_path / ("piped.trace" if to == "text" else "piped.bin")
+    piped.write_bytes(p.stdout)
+    assert dict(pmsim._core.trace_meta(str(piped))) == {
+        "tool": "pmsim trace record (test)",
+        "incomplete": "killed by signal 9",
+    }
+    as_file = pmsim.run("baseline", trace=str(piped), allow_incomplete=True)
+    assert as_file["promise"] == "x86"
+    with pytest.raises(pmsim.PmsimError, match="incomplete"):
+        pmsim.run("baseline", trace=str(piped))
+
+
+@posix_only
 def test_trace_gen_to_stdout_writes_only_the_trace(tmp_path):
     p = _to_pipe("trace", "gen", "--workload", "array", "-p", "ops=2", "-p", "threads=1", "-o", "/dev/stdout")
     assert p.returncode == 0, p.stderr

@@ -179,31 +179,38 @@ pub fn load_trace(path: &str) -> Result<Trace, String> {
     binary::read_any(Path::new(path)).map_err(|e| e.to_string())
 }
 
-/// `pmsim trace convert`: text <-> binary, streaming in both directions.
+/// `pmsim trace convert`: text <-> binary, streaming in both directions. The metadata (how the
+/// trace was made, an `incomplete` mark) goes along, into a pipe too: a converted trace of a
+/// crashed or recorded program means what the original does. (A source that is a pipe is read
+/// once, for its events: its metadata is not carried.)
 pub fn convert(src: &str, dst: &str, to_binary: bool, compress: bool) -> Result<(), String> {
     let sp = Path::new(src);
     if !sp.exists() {
         return Err(format!("{src}: no such file"));
     }
+    let meta = if is_regular(sp) { pmsim_trace::meta::read_meta(sp).map_err(|e| e.to_string())? } else { Vec::new() };
     crate::output::write_with(dst, |out| {
         if to_binary {
+            let lines: Vec<String> = meta.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let meta = lines.join("\n");
             // A pipe or device is read once, whole (is_binary would consume its first bytes).
             if !is_regular(sp) || binary::is_binary(sp) {
                 let t = load_trace(src)?;
-                binary::write(out, &t, compress).map_err(|e| format!("{dst}: {e}"))?;
+                binary::write_with_meta(out, &t, compress, &meta).map_err(|e| format!("{dst}: {e}"))?;
                 return Ok(());
             }
             let mut w = binary::Writer::new(out, compress);
             let f = std::fs::File::open(sp).map_err(|e| format!("{src}: {e}"))?;
             text::read_into(src, std::io::BufReader::new(f), &mut w).map_err(|e| e.to_string())?;
+            w.meta(&meta).map_err(|e| format!("{dst}: {e}"))?;
             w.finish().map_err(|e| format!("{dst}: {e}"))?;
         } else {
             let mut out = out;
             if is_regular(sp) && binary::is_binary(sp) {
-                write_text_streaming(sp, &mut out)?;
+                write_text_streaming(sp, &meta, &mut out)?;
             } else {
                 let t = load_trace(src)?;
-                text::write(&mut out, &t).map_err(|e| format!("{dst}: {e}"))?;
+                text::write_with_meta(&mut out, &t, &meta).map_err(|e| format!("{dst}: {e}"))?;
             }
             std::io::Write::flush(&mut out).map_err(|e| format!("{dst}: {e}"))?;
         }
@@ -217,7 +224,7 @@ fn is_regular(p: &Path) -> bool {
 }
 
 /// Binary -> text without loading the trace: one cursor per thread, merged by gid.
-fn write_text_streaming(p: &Path, out: &mut impl std::io::Write) -> Result<(), String> {
+fn write_text_streaming(p: &Path, meta: &[(String, String)], out: &mut impl std::io::Write) -> Result<(), String> {
     let name = p.display().to_string();
     pmsim_trace::validate_binary(p).map_err(|e| e.to_string())?;
     let first = BinarySource::open(p, 0).map_err(|e| e.to_string())?;
@@ -228,6 +235,7 @@ fn write_text_streaming(p: &Path, out: &mut impl std::io::Write) -> Result<(), S
         srcs.push(BinarySource::open(p, t).map_err(|e| e.to_string())?);
     }
     text::write_header(out, h.threads, &h.pm).map_err(|e| format!("{name}: {e}"))?;
+    text::write_meta(out, meta).map_err(|e| format!("{name}: {e}"))?;
     let mut chunks: Vec<pmsim_trace::Chunk> = (0..h.threads).map(|_| pmsim_trace::Chunk::default()).collect();
     let mut pos = vec![0usize; h.threads];
     let mut live = vec![true; h.threads];

@@ -138,6 +138,17 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
+    /// Writes one META record: `key=value` lines (docs/binary-trace.md); nothing if empty.
+    pub fn meta(&mut self, text: &str) -> std::io::Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.ensure_header()?;
+        self.out.write_all(&[TAG_META])?;
+        self.out.write_all(&(text.len() as u32).to_le_bytes())?;
+        self.out.write_all(text.as_bytes())
+    }
+
     /// Flushes every pending block and writes the END record. Without it the file reads as
     /// truncated.
     pub fn finish(mut self) -> std::io::Result<W> {
@@ -232,6 +243,11 @@ pub(crate) fn encode_fields(raw: &mut Vec<u8>, ev: &Event) {
 
 /// Writes an in-memory trace in binary form.
 pub fn write<W: Write>(out: W, t: &Trace, compress: bool) -> std::io::Result<W> {
+    write_with_meta(out, t, compress, "")
+}
+
+/// [`write`], with a META record of `meta` (`key=value` lines) before END.
+pub fn write_with_meta<W: Write>(out: W, t: &Trace, compress: bool, meta: &str) -> std::io::Result<W> {
     let mut w = Writer::new(out, compress);
     w.set_threads(t.num_threads())?;
     for r in &t.pm {
@@ -251,6 +267,7 @@ pub fn write<W: Write>(out: W, t: &Trace, compress: bool) -> std::io::Result<W> 
         let v = s.value(&ev, &mut buf).map(|v| v.to_vec());
         w.push(th as usize, Event { has_value: false, ..ev }, v.as_deref())?;
     }
+    w.meta(meta)?;
     w.finish()
 }
 

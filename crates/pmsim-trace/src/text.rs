@@ -355,7 +355,21 @@ pub fn write_header<W: Write>(w: &mut W, threads: usize, pm: &[crate::PmRange]) 
 
 /// Writes a whole trace in global order.
 pub fn write<W: Write>(w: &mut W, t: &Trace) -> std::io::Result<()> {
+    write_with_meta(w, t, &[])
+}
+
+/// Metadata as `# meta key=value` comment lines (trace-format.md).
+pub fn write_meta<W: Write>(w: &mut W, meta: &[(String, String)]) -> std::io::Result<()> {
+    for (k, v) in meta {
+        writeln!(w, "# meta {k}={v}")?;
+    }
+    Ok(())
+}
+
+/// [`write`], with `meta` after the header.
+pub fn write_with_meta<W: Write>(w: &mut W, t: &Trace, meta: &[(String, String)]) -> std::io::Result<()> {
     write_header(w, t.num_threads(), &t.pm)?;
+    write_meta(w, meta)?;
     for (th, i) in t.global_order() {
         let s = &t.threads[th as usize];
         writeln!(w, "T{th} {}", format_event(&s.events[i as usize], &s.bytes, &t.labels))?;
