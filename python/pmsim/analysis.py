@@ -291,25 +291,23 @@ def add_parser(sub: Any) -> None:
         "--model",
         default="strict",
         help="strict, epoch, strand, all, or a comma-separated list (racing epochs: epoch on "
-        "a workload's variant=racing); default strict",
+        "a workload's variant=racing)",
     )
     an.add_argument(
         "--atomic-bytes",
         type=_size_arg,
         default=8,
         metavar="A",
-        help="atomic persist size (8..256, default 8)",
+        help="atomic persist size in bytes (8..256)",
     )
     an.add_argument(
         "--track-bytes",
         type=_size_arg,
         default=8,
         metavar="G",
-        help="tracking granularity (8..256, default 8)",
+        help="tracking granularity in bytes (8..256)",
     )
-    an.add_argument(
-        "--persist-ns", type=float, default=500.0, metavar="L", help="persist latency (default 500)"
-    )
+    an.add_argument("--persist-ns", type=float, default=500.0, metavar="L", help="persist latency in ns")
     an.add_argument(
         "--instr-ops-per-s",
         type=float,

@@ -32,6 +32,10 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"pmsim: error: {message} (see '{self.prog} --help')\n")
 
+    def print_help(self, file=None):  # type: ignore[override]
+        # With stdout closed (``>&-``) argparse would drop the help without a word.
+        super().print_help(sys.stderr if file is None and _no_stdout else file)
+
     def parse_args(self, args=None, namespace=None):  # type: ignore[override]
         # An unknown argument is found by the top-level parser after the subcommand's has taken
         # what it knows: point at the subcommand's help (``_prog``, set by ``_sub``), not pmsim's.
@@ -1223,6 +1227,9 @@ class _ClosedStdout:
     def flush(self) -> None:
         pass
 
+    def fileno(self) -> int:
+        return 1  # /dev/null holds it (below)
+
 
 def _sane_std_streams() -> None:
     """The ``pmsim`` process' standard streams as its messages need them. Closed stderr
@@ -1272,7 +1279,8 @@ def main(argv: list[str] | None = None) -> int:
         _sane_std_streams()
     args = parser().parse_args(argv)
     if _no_stdout:
-        named = [v for v in vars(args).values() if isinstance(v, str) and v in _STDOUT_PATHS]
+        own = (*_STDOUT_PATHS, f"/proc/{os.getpid()}/fd/1")
+        named = [v for v in vars(args).values() if isinstance(v, str) and os.path.normpath(v) in own]
         if named:
             return _fail(f"{named[0]}: standard output is closed (>&-); write to a file instead")
     if _no_stderr and hasattr(args, "quiet"):

@@ -16,7 +16,10 @@ def test_analyze_help_states_the_default_model_and_the_exit_statuses():
     r = pmsim_cli("analyze", "--help")
     assert r.returncode == 0
     text = " ".join(r.stdout.split())
-    assert "default strict" in text and "exit status:" in text and "critical-path" in text
+    assert "exit status:" in text and "critical-path" in text
+    # Each default once: the formatter adds "(default: X)", the help text must not say it too.
+    assert text.count("(default: strict)") == 1 and text.count("(default: 8)") == 2, text
+    assert "default strict" not in text and "default 8)" not in text and "default 500)" not in text
 
 
 def test_lint_help_states_its_default_once():

@@ -140,11 +140,28 @@ def test_with_stdout_closed_data_is_refused_and_messages_go_to_stderr(tmp_path: 
     assert '"design": "eadr"' in (tmp_path / "s.json").read_text()
 
 
-def test_with_stdout_closed_an_output_named_dev_stdout_is_refused_not_lost(tmp_path: Path):
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/./stdout", "/dev/fd/1"])
+def test_with_stdout_closed_an_output_named_dev_stdout_is_refused_not_lost(tmp_path: Path, name: str):
     # Descriptor 1 is free, so the first file opened would take it; /dev/stdout would be that file.
-    r = _sh("$PMSIM trace gen --workload array -p ops=20 -o /dev/stdout >&-", tmp_path)
-    assert r.returncode == 2 and b"/dev/stdout: standard output is closed" in r.stderr, r.stderr
+    r = _sh(f"$PMSIM trace gen --workload array -p ops=20 -o {name} >&-", tmp_path)
+    assert r.returncode == 2 and f"{name}: standard output is closed".encode() in r.stderr, r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_with_stdout_closed_help_goes_to_stderr(tmp_path: Path):
+    r = _sh("$PMSIM run --help >&-", tmp_path)
+    assert r.returncode == 0 and b"--design" in r.stderr, r.stderr
+
+
+def test_with_stdout_closed_a_broken_output_pipe_ends_quietly(tmp_path: Path):
+    # The output is a FIFO whose reader leaves early: the broken pipe's quiet exit used stdout's
+    # descriptor, which the closed-stdout stand-in did not have (a traceback, exit 1).
+    os.mkfifo(tmp_path / "ff")
+    r = _sh(
+        "(head -c 100 < ff > /dev/null &); $PMSIM trace gen --workload array -p ops=200000 -o ff >&-",
+        tmp_path,
+    )
+    assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr
 
 
 # Q24 ----------------------------------------------------------------------------------------

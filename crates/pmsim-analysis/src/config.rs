@@ -84,6 +84,18 @@ impl Config {
     }
 }
 
+fn instr_part(r: &Option<f64>) -> String {
+    r.map(|r| format!(" and an instruction rate of {r:e} operations per second")).unwrap_or_default()
+}
+
+fn instr_hint(r: &Option<f64>) -> &'static str {
+    if r.is_some() {
+        " or --instr-ops-per-s"
+    } else {
+        ""
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum AnalysisError {
     #[error("unknown persistency model '{0}' (expected strict, epoch, strand or all; racing epochs is the epoch model on a workload's variant=racing)")]
@@ -94,7 +106,7 @@ pub enum AnalysisError {
     Latency(f64),
     #[error("instruction rate must be a positive number of operations per second, got {0}")]
     InstrRate(f64),
-    #[error("a rate overflows with a persist latency of {0} ns and an instruction rate of {1:?} operations per second: give values of a physical size")]
+    #[error("the rates overflow with a persist latency of {0:e} ns{part}: give a larger --persist-ns{hint}", part = instr_part(.1), hint = instr_hint(.1))]
     Overflow(f64, Option<f64>),
     #[error(transparent)]
     Trace(#[from] pmsim_trace::TraceError),

@@ -34,7 +34,8 @@ impl Report {
     pub(crate) fn new(model: Model, c: Counts, cfg: &Config, instr_ops_per_s: Option<f64>) -> Report {
         let has_ops = c.ops > 0;
         let bound =
-            (has_ops && c.critical_path > 0).then(|| c.ops as f64 / (c.critical_path as f64 * cfg.persist_ns * 1e-9));
+            // ops × 1e9 / (path × L ns): one rounding fewer than scaling L to seconds first.
+            (has_ops && c.critical_path > 0).then(|| c.ops as f64 * 1e9 / (c.critical_path as f64 * cfg.persist_ns));
         Report {
             model,
             critical_path: c.critical_path,

@@ -224,7 +224,10 @@ fn rates_that_overflow_are_refused() {
     let t = pmsim_trace::text::parse_str("t", &t).unwrap();
     let tiny = Config { persist_ns: 1e-300, ..Config::default() };
     let c = analyze_trace(&t, &[Model::Epoch], &tiny).unwrap();
-    assert!(matches!(summarize(&c, &tiny, Some(1e6)), Err(AnalysisError::Overflow(..))));
+    let e = summarize(&c, &tiny, Some(1e6)).unwrap_err();
+    assert!(matches!(e, AnalysisError::Overflow(..)));
+    let msg = e.to_string();
+    assert!(msg.contains("1e-300 ns") && msg.contains("1e6 operations per second") && !msg.contains("Some("), "{msg}");
     let cfg = Config::default();
     let c = analyze_trace(&t, &[Model::Epoch], &cfg).unwrap();
     assert!(matches!(summarize(&c, &cfg, Some(1e-320)), Err(AnalysisError::Overflow(..))));

@@ -118,7 +118,7 @@ fn has_ops(counts: &[(Model, pmsim_analysis::Counts)]) -> bool {
 fn instr_rate(s: &RunStats, what: &str) -> Result<f64, String> {
     if s.ops_per_sec > 0.0 {
         // The exact quotient (the JSON's `ops_per_sec` is rounded), as the analysis' own rates.
-        Ok(s.operations as f64 / (s.roi_ps as f64 * 1e-12))
+        Ok(s.operations as f64 * 1e12 / s.roi_ps as f64)
     } else if s.operations > 0 {
         Err(format!(
             "{what}: the eadr run completed its {} operation(s) in {} ns, so the instruction rate is unknown \

@@ -359,8 +359,7 @@ pub fn crash(
         config: cfg.clone(),
         instants,
         model,
-        // A recovery that checks nothing is not run, so no image counts as recovered by it.
-        recovery: if spec.recovery { recovery.as_deref().filter(|r| r.checks_images()) } else { None },
+        recovery: if spec.recovery { recovery.as_deref() } else { None },
         replay_input: replay,
         max_failures: spec.max_failures,
     };
