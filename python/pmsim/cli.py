@@ -1231,6 +1231,16 @@ class _ClosedStdout:
         return 1  # /dev/null holds it (below)
 
 
+def _hold_with_devnull(fd: int) -> None:
+    """/dev/null as descriptor ``fd`` of a closed standard stream, so that the next file opened
+    does not take it."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+
+
 def _sane_std_streams() -> None:
     """The ``pmsim`` process' standard streams as its messages need them. Closed stderr
     (``2>&-``): Python leaves ``sys.stderr`` None (a progress bar then failed, and ``print``
@@ -1242,19 +1252,11 @@ def _sane_std_streams() -> None:
         # /dev/null holds descriptor 1, or the next file opened (an output) would take it and
         # `-o /dev/stdout` write into that file; messages go to stderr, data is refused.
         _no_stdout = True
-        with contextlib.suppress(OSError):
-            fd = os.open(os.devnull, os.O_WRONLY)
-            if fd != 1:
-                os.dup2(fd, 1)
-                os.close(fd)
+        _hold_with_devnull(1)
         sys.stdout = _ClosedStdout()
     if sys.stderr is None:
         _no_stderr = True
-        with contextlib.suppress(OSError):
-            fd = os.open(os.devnull, os.O_WRONLY)
-            if fd != 2:
-                os.dup2(fd, 2)
-                os.close(fd)
+        _hold_with_devnull(2)
         with contextlib.suppress(OSError, ValueError):
             sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - the process' own stderr
     for stream in (sys.stdout, sys.stderr):
