@@ -74,8 +74,14 @@ pub struct Prepared {
     decode_events_per_s: f64,
 }
 
-/// Generates the workload's trace once and times its binary decode (`repeat` times, best kept).
-pub fn prepare(workload: &str, params: &BTreeMap<String, String>, repeat: usize) -> Result<Prepared, String> {
+/// Generates the workload's trace once and times its binary decode (`repeat` times, best kept);
+/// `go_on` as for [`run`].
+pub fn prepare(
+    workload: &str,
+    params: &BTreeMap<String, String>,
+    repeat: usize,
+    go_on: &dyn Fn() -> bool,
+) -> Result<Prepared, String> {
     let t0 = Instant::now();
     let g = pmsim_workloads::generate(workload, params).map_err(|e| e.to_string())?;
     let generation_s = t0.elapsed().as_secs_f64();
@@ -83,6 +89,9 @@ pub fn prepare(workload: &str, params: &BTreeMap<String, String>, repeat: usize)
     let bytes = binary::write(Vec::new(), &trace, false).map_err(|e| e.to_string())?;
     let mut best = f64::MAX;
     for _ in 0..repeat.max(1) {
+        if !go_on() {
+            return Err(pmsim_crash::INTERRUPTED.to_string());
+        }
         let (c0, t0) = (thread_cpu_s(), Instant::now());
         let back = binary::read("bench", std::io::Cursor::new(&bytes)).map_err(|e| e.to_string())?;
         best = best.min(elapsed(c0, t0));
@@ -92,13 +101,24 @@ pub fn prepare(workload: &str, params: &BTreeMap<String, String>, repeat: usize)
     Ok(Prepared { workload: workload.to_string(), trace, generation_s, decode_events_per_s: n / best.max(1e-9) })
 }
 
-/// Runs `design` on the prepared trace `repeat` times and keeps the best run.
-pub fn run(p: &Prepared, design: &str, cfg: &Config, repeat: usize) -> Result<BenchResult, String> {
+/// Runs `design` on the prepared trace `repeat` times and keeps the best run. `go_on()` is asked
+/// before each run (outside the timed part): false stops with `pmsim_crash::INTERRUPTED`, so
+/// Ctrl-C ends a long benchmark at the next run rather than at the last.
+pub fn run(
+    p: &Prepared,
+    design: &str,
+    cfg: &Config,
+    repeat: usize,
+    go_on: &dyn Fn() -> bool,
+) -> Result<BenchResult, String> {
     let mut best_wall = f64::MAX;
     let mut best_cpu = f64::MAX;
     let mut stats: Option<RunStats> = None;
     let mut cores = 0;
     for _ in 0..repeat.max(1) {
+        if !go_on() {
+            return Err(pmsim_crash::INTERRUPTED.to_string());
+        }
         let cfg = &cfg.for_threads(p.trace.num_threads());
         let d = pmsim_engine::design::build(design, cfg, false)?;
         let mut sim =

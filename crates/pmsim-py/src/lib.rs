@@ -102,12 +102,16 @@ fn bench_designs(
     repeat: usize,
 ) -> PyResult<String> {
     let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
+    let interrupt = std::sync::Mutex::new(None);
+    let signals = python_progress(&None, &interrupt);
+    let go_on = || signals(0, 0);
     py.allow_threads(|| {
-        let p = benchmark::prepare(&workload, &params, repeat)?;
-        let out = designs.iter().map(|d| benchmark::run(&p, d, &cfg, repeat)).collect::<Result<Vec<_>, String>>()?;
+        let p = benchmark::prepare(&workload, &params, repeat, &go_on)?;
+        let out =
+            designs.iter().map(|d| benchmark::run(&p, d, &cfg, repeat, &go_on)).collect::<Result<Vec<_>, String>>()?;
         serde_json::to_string(&out).map_err(|e| e.to_string())
     })
-    .map_err(err)
+    .map_err(|e| interrupted(&interrupt).unwrap_or_else(|| err(e)))
 }
 
 /// Splits keyword arguments into (config overrides, workload params).
