@@ -594,32 +594,25 @@ def test_ctrl_c_stops_a_long_check_at_once(tmp_path):
 
 def test_ctrl_c_stops_a_long_benchmark_at_its_next_run():
     # The benchmark's runs are one core call; it now looks for Python's pending signals before
-    # each run, so Ctrl-C ends it at the next one (exit 130), not after all of them (minutes).
+    # each run (and a crash benchmark as `crash` does), so Ctrl-C ends it at once (exit 130),
+    # not after all of it.
     import signal
     import subprocess
     import time
 
     from conftest import PMSIM
 
-    cmd = [
-        *PMSIM,
-        "bench",
-        "--workload",
-        "nstore",
-        "--ops",
-        "5000",
-        "--design",
-        "asap-rp",
-        "--repeat",
-        "3000",
-    ]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(5)
-    p.send_signal(signal.SIGINT)
-    try:
-        out, err = p.communicate(timeout=60)  # 3000 runs take about ten minutes
-    except subprocess.TimeoutExpired:
-        p.kill()
-        raise AssertionError("Ctrl-C did not stop the benchmark") from None
-    assert p.returncode == 130, (p.returncode, out, err)
-    assert err.strip() == "pmsim: interrupted" and out == ""
+    runs = ["--ops", "5000", "--design", "asap-rp", "--repeat", "3000"]  # about ten minutes
+    crash = ["--ops", "5000", "--design", "asap-rp", "--crash", "random:5000000"]  # many minutes
+    for args in (runs, crash):
+        cmd = [*PMSIM, "bench", "--workload", "nstore", *args]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(5)
+        p.send_signal(signal.SIGINT)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise AssertionError(f"Ctrl-C did not stop bench {args}") from None
+        assert p.returncode == 130, (args, p.returncode, out, err)
+        assert err.strip() == "pmsim: interrupted" and out == "", args

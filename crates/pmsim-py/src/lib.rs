@@ -290,7 +290,13 @@ fn crash_bench(
     let inp = input(None, Some(workload), params)?;
     let cfg = runner::config(None, &BTreeMap::new()).map_err(err)?;
     let spec = runner::CrashSpec { at: Vec::new(), random, seed, every, model: None, recovery, max_failures: 10 };
-    let rep = py.allow_threads(|| runner::crash(&inp, &design, &cfg, false, &spec, None)).map_err(err)?;
+    // No display, but Ctrl-C still ends it where it is (the report looks for signals ~10 times
+    // a second, which the timing does not see).
+    let interrupt = std::sync::Mutex::new(None);
+    let report = python_progress(&None, &interrupt);
+    let rep = py
+        .allow_threads(|| runner::crash(&inp, &design, &cfg, false, &spec, Some(&report)))
+        .map_err(|e| interrupted(&interrupt).unwrap_or_else(|| err(e)))?;
     let mut v = serde_json::to_value(&rep).map_err(|e| err(e.to_string()))?;
     v["host_seconds"] = rep.host_seconds.into();
     v["setup_seconds"] = rep.setup_seconds.into();
