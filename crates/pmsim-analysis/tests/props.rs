@@ -109,16 +109,9 @@ fn a_recorded_programs_binary_trace_is_analysed_as_x86_code_like_its_text() {
     );
     let t = pmsim_trace::text::parse_str("t", &src).unwrap();
     assert!(t.recorded);
-    let mut bin = Vec::new();
-    pmsim_trace::binary::write(&mut bin, &t, true).unwrap();
-    // The writer does not carry META (the front end adds it): splice one in before END, the
-    // file's last 13 bytes, as `pmsim trace convert` does.
+    // One META record before END, as `pmsim trace convert` and `record` write it.
     let text = format!("tool={} (test)", pmsim_trace::meta::RECORDER);
-    let mut meta = vec![3u8];
-    meta.extend_from_slice(&(text.len() as u32).to_le_bytes());
-    meta.extend_from_slice(text.as_bytes());
-    let end = bin.len() - 13;
-    bin.splice(end..end, meta);
+    let bin = pmsim_trace::binary::write_with_meta(Vec::new(), &t, true, &text).unwrap();
     let path = std::env::temp_dir().join(format!("pmsim-analysis-recorded-{}.bin", std::process::id()));
     std::fs::write(&path, &bin).unwrap();
     let cfg = Config::default();
