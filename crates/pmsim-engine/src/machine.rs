@@ -760,12 +760,7 @@ impl Machine {
         let now = self.now;
         let c = &mut self.cores[core];
         if c.drain_stall.is_some() && !c.drain_scheduled {
-            if let (Some((held, since)), Some(own), Some(stall)) = (c.blocked, c.blocked_own, c.drain_stall) {
-                if held == stall && held.is_structural() {
-                    c.stats.stall_ps[held as usize] += now.saturating_sub(since);
-                    c.blocked = Some((own, now.max(since)));
-                }
-            }
+            structure_done(c, now, |own| own);
             c.drain_stall = None;
             c.drain_scheduled = true;
             self.schedule(self.now, Ev::Drain(core as u16));
@@ -779,13 +774,7 @@ impl Machine {
     pub fn head_waits_instead(&mut self, core: usize, cause: StallCause) {
         let now = self.now;
         let c = &mut self.cores[core];
-        if let (Some((held, since)), Some(own), Some(stall)) = (c.blocked, c.blocked_own, c.drain_stall) {
-            if held == stall && held.is_structural() {
-                c.stats.stall_ps[held as usize] += now.saturating_sub(since);
-                let own = if own == StallCause::SbFull { cause } else { own };
-                c.blocked = Some((own, now.max(since)));
-            }
-        }
+        structure_done(c, now, |own| if own == StallCause::SbFull { cause } else { own });
         c.drain_stall = Some(cause);
     }
 
@@ -1006,6 +995,17 @@ impl Machine {
             }
         }
         false
+    }
+}
+
+/// The structure holding `c`'s drain (`drain_stall`) stops refusing at `now`: a core charged to
+/// it since it refused is charged from now to `own(its own reason)`.
+fn structure_done(c: &mut CoreHw, now: u64, own: impl Fn(StallCause) -> StallCause) {
+    if let (Some((held, since)), Some(mine), Some(stall)) = (c.blocked, c.blocked_own, c.drain_stall) {
+        if held == stall && held.is_structural() {
+            c.stats.stall_ps[held as usize] += now.saturating_sub(since);
+            c.blocked = Some((own(mine), now.max(since)));
+        }
     }
 }
 
