@@ -48,6 +48,7 @@ def analyze_reports(
     config: str | None = None,
     overrides: dict[str, str] | None = None,
     params: dict[str, str] | None = None,
+    allow_incomplete: bool = False,
 ) -> list[dict]:
     """The analysis as a list of report dicts, one per model (``model`` may be ``all`` or a
     comma-separated list)."""
@@ -72,6 +73,7 @@ def analyze_reports(
         track_bytes=_int("track_bytes", track_bytes),
         persist_ns=persist_ns,
         instr_ops_per_s=instr_ops_per_s,
+        allow_incomplete=bool(allow_incomplete),
     )
     return json.loads(out)
 
@@ -160,6 +162,7 @@ def analyze(
         config=config,
         overrides=cfg,
         params=wl,
+        allow_incomplete=allow_incomplete,
     )
     if len(reps) == 1:
         return reps[0]
@@ -264,6 +267,7 @@ def cmd_analyze(a: argparse.Namespace) -> int:
         config=a.config,
         overrides=overrides,
         params=params,
+        allow_incomplete=a.allow_incomplete,
     )
     if a.json:
         # One model: its report; several: one object keyed by model.

@@ -277,7 +277,14 @@ def _core_inputs(trace: Any, workload: str | None, config: Any, params: dict, al
         raise _core.PmsimError(f"unknown parameter(s) for a trace run: {', '.join(sorted(wl))}")
     check_workload_keywords(workload, wl)
     check_complete(trace, allow_incomplete)
-    return {"trace": trace, "workload": workload, "params": wl, "config": config, "overrides": cfg}
+    return {
+        "trace": trace,
+        "workload": workload,
+        "params": wl,
+        "config": config,
+        "overrides": cfg,
+        "allow_incomplete": allow_incomplete,
+    }
 
 
 def flatten(stats: dict) -> dict:

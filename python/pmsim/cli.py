@@ -165,6 +165,7 @@ def _core_inputs(a: argparse.Namespace, params: dict[str, str]) -> dict:
         "params": params,
         "config": a.config,
         "overrides": overrides,
+        "allow_incomplete": a.allow_incomplete,
     }
 
 
@@ -292,10 +293,11 @@ def _compare_trace(a: argparse.Namespace, designs: list[str]):
 
     if a.param:
         raise PmsimError("-p: workload parameters do not apply to --trace (machine parameters go in --set)")
-    tracer.check_complete(a.trace, a.allow_incomplete)
     overrides = _kv(a.set, "--set")
     rows = []
     with _readable_again(a.trace) as path, unchanged_inputs([path, a.config]):
+        # A pipe's copy is checked under the name the user gave.
+        tracer.check_complete(path, a.allow_incomplete, shown=a.trace)
         for d in designs:
             stats = api.run(d, trace=path, config=a.config, allow_incomplete=True, **overrides)
             rows.append({"design": d, "trace": a.trace, **api.flatten(stats)})

@@ -672,8 +672,9 @@ def _hint_flushes(procs: dict, pm: str) -> None:
     )
 
 
-def check_complete(path: str | None, allow: bool) -> None:
-    """Refuses a trace marked incomplete unless `allow`."""
+def check_complete(path: str | None, allow: bool, shown: str | None = None) -> None:
+    """Refuses a trace marked incomplete unless `allow`; the message names it `shown` (default
+    `path`)."""
     if not path or allow or not Path(path).is_file():
         return
     from pmsim import _core
@@ -684,6 +685,6 @@ def check_complete(path: str | None, allow: bool) -> None:
         return  # the simulator reports unreadable traces itself
     if "incomplete" in meta:
         raise PmsimError(
-            f"{path}: the trace is incomplete ({meta['incomplete']}); "
+            f"{shown or path}: the trace is incomplete ({meta['incomplete']}); "
             "pass --allow-incomplete (allow_incomplete=True in Python) to use it anyway"
         )

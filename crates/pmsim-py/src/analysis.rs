@@ -37,12 +37,9 @@ pub fn analyze(input: &Input, req: &Request, cfg: &Config) -> Result<Vec<Report>
         }
     }
     let (counts, instr) = match input {
-        // A pipe or device (/dev/stdin) can be read once only: the analysis and the eadr run
-        // share one in-memory copy.
-        Input::File(path) if Path::new(path).exists() && !is_regular(Path::new(path)) => {
-            let t = Arc::new(runner::load_trace(path)?);
-            in_memory(&t, &models, &acfg, req, cfg, path)?
-        }
+        // A pipe or device (/dev/stdin), read once: the analysis and the eadr run share the
+        // in-memory copy.
+        Input::Piped(path, t) => in_memory(t, &models, &acfg, req, cfg, path)?,
         Input::File(path) => {
             let p = Path::new(path);
             if !p.exists() {
@@ -103,10 +100,6 @@ fn rate_run_failed(e: String) -> String {
         "{e}; the instruction rate comes from an eadr run of the trace, which failed: give \
          --instr-ops-per-s to analyze it without the timing engine"
     )
-}
-
-fn is_regular(p: &Path) -> bool {
-    std::fs::metadata(p).map(|m| m.is_file()).unwrap_or(false)
 }
 
 /// A trace without `begin`/`end` pairs still has a critical path, but no rate per operation, so

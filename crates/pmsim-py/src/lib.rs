@@ -19,9 +19,16 @@ fn err(msg: String) -> PyErr {
     PmsimError::new_err(msg)
 }
 
-fn input(trace: Option<String>, workload: Option<String>, params: BTreeMap<String, String>) -> PyResult<Input> {
+/// The input of a call; a trace from a pipe is read here, whole, and refused if incomplete unless
+/// `allow_incomplete` (`Input::trace`).
+fn input(
+    trace: Option<String>,
+    workload: Option<String>,
+    params: BTreeMap<String, String>,
+    allow_incomplete: bool,
+) -> PyResult<Input> {
     match (trace, workload) {
-        (Some(t), None) => Ok(Input::File(t)),
+        (Some(t), None) => Input::trace(t, allow_incomplete).map_err(err),
         (None, Some(w)) => Ok(Input::Workload(w, params)),
         _ => Err(err("give exactly one of a trace file or a workload".into())),
     }
@@ -31,7 +38,7 @@ fn input(trace: Option<String>, workload: Option<String>, params: BTreeMap<Strin
 /// `progress(events_done, events_total)`, if given, is called as the run advances (about ten
 /// times a second); what it raises is ignored.
 #[pyfunction]
-#[pyo3(signature = (design, trace=None, workload=None, params=None, config=None, overrides=None, allow_broken=false, progress=None))]
+#[pyo3(signature = (design, trace=None, workload=None, params=None, config=None, overrides=None, allow_broken=false, allow_incomplete=false, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -42,9 +49,10 @@ fn run(
     config: Option<String>,
     overrides: Option<BTreeMap<String, String>>,
     allow_broken: bool,
+    allow_incomplete: bool,
     progress: Option<PyObject>,
 ) -> PyResult<String> {
-    let inp = input(trace, workload, params.unwrap_or_default())?;
+    let inp = input(trace, workload, params.unwrap_or_default(), allow_incomplete)?;
     let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
     let interrupt = std::sync::Mutex::new(None);
     let report = python_progress(&progress, &interrupt);
@@ -167,7 +175,8 @@ fn trace_stats(
     workload: Option<String>,
     params: Option<BTreeMap<String, String>>,
 ) -> PyResult<String> {
-    let inp = input(trace, workload, params.unwrap_or_default())?;
+    // Counting is no use of the trace: an incomplete one is counted too.
+    let inp = input(trace, workload, params.unwrap_or_default(), true)?;
     let s = runner::trace_stats(&inp).map_err(err)?;
     serde_json::to_string(&s).map_err(|e| err(e.to_string()))
 }
@@ -241,7 +250,7 @@ fn trace_generate(
 /// `progress(instant_ps, end_ps)`, if given, is called as the check advances (see
 /// `pmsim_crash::Progress`); what it raises is ignored.
 #[pyfunction]
-#[pyo3(signature = (design, trace=None, workload=None, params=None, config=None, overrides=None, at=None, random=None, seed=1, every=false, model=None, allow_broken=false, recovery=true, max_failures=10, progress=None))]
+#[pyo3(signature = (design, trace=None, workload=None, params=None, config=None, overrides=None, at=None, random=None, seed=1, every=false, model=None, allow_broken=false, allow_incomplete=false, recovery=true, max_failures=10, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn crash(
     py: Python<'_>,
@@ -257,11 +266,12 @@ fn crash(
     every: bool,
     model: Option<String>,
     allow_broken: bool,
+    allow_incomplete: bool,
     recovery: bool,
     max_failures: usize,
     progress: Option<PyObject>,
 ) -> PyResult<String> {
-    let inp = input(trace, workload, params.unwrap_or_default())?;
+    let inp = input(trace, workload, params.unwrap_or_default(), allow_incomplete)?;
     let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
     let spec = runner::CrashSpec { at: at.unwrap_or_default(), random, seed, every, model, recovery, max_failures };
     let interrupt = std::sync::Mutex::new(None);
@@ -287,7 +297,7 @@ fn crash_bench(
     every: bool,
     recovery: bool,
 ) -> PyResult<String> {
-    let inp = input(None, Some(workload), params)?;
+    let inp = input(None, Some(workload), params, true)?;
     let cfg = runner::config(None, &BTreeMap::new()).map_err(err)?;
     let spec = runner::CrashSpec { at: Vec::new(), random, seed, every, model: None, recovery, max_failures: 10 };
     // No display, but Ctrl-C still ends it where it is (the report looks for signals ~10 times
@@ -307,7 +317,7 @@ fn crash_bench(
 
 /// Persist critical-path analysis (docs/design.md §8); returns a JSON list of reports, one per model.
 #[pyfunction]
-#[pyo3(signature = (trace=None, workload=None, params=None, config=None, overrides=None, models="strict".to_string(), atomic_bytes=8, track_bytes=8, persist_ns=500.0, instr_ops_per_s=None))]
+#[pyo3(signature = (trace=None, workload=None, params=None, config=None, overrides=None, models="strict".to_string(), atomic_bytes=8, track_bytes=8, persist_ns=500.0, instr_ops_per_s=None, allow_incomplete=false))]
 #[allow(clippy::too_many_arguments)]
 fn analyze(
     py: Python<'_>,
@@ -321,8 +331,9 @@ fn analyze(
     track_bytes: u64,
     persist_ns: f64,
     instr_ops_per_s: Option<f64>,
+    allow_incomplete: bool,
 ) -> PyResult<String> {
-    let inp = input(trace, workload, params.unwrap_or_default())?;
+    let inp = input(trace, workload, params.unwrap_or_default(), allow_incomplete)?;
     let cfg = runner::config(config.as_deref(), &overrides.unwrap_or_default()).map_err(err)?;
     let req = analysis::Request { models, atomic_bytes, track_bytes, persist_ns, instr_ops_per_s };
     let reps = py.allow_threads(|| analysis::analyze(&inp, &req, &cfg)).map_err(err)?;

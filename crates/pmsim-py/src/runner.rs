@@ -10,8 +10,34 @@ use std::sync::Arc;
 
 /// Where the events come from.
 pub enum Input {
+    /// A trace file, read as the run goes (binary) or parsed whole (text).
     File(String),
+    /// A trace from a pipe or device (`/dev/stdin`), named by its path: read once, whole, by
+    /// [`Input::trace`], which checks it complete the way the front end checks a file.
+    Piped(String, Arc<Trace>),
     Workload(String, BTreeMap<String, String>),
+}
+
+impl Input {
+    /// The input named by a trace path: a pipe or device is read here, whole, and refused if
+    /// its metadata marks it incomplete (a recording of a program that crashed) unless
+    /// `allow_incomplete` (a regular file is checked before the call, by the front end).
+    pub fn trace(path: String, allow_incomplete: bool) -> Result<Input, String> {
+        let p = Path::new(&path);
+        if !p.exists() || is_regular(p) {
+            return Ok(Input::File(path));
+        }
+        let t = load_trace(&path)?;
+        if let (false, Some((_, why))) =
+            (allow_incomplete, t.meta.iter().find(|(k, _)| k == pmsim_trace::meta::INCOMPLETE))
+        {
+            return Err(format!(
+                "{path}: the trace is incomplete ({why}); pass --allow-incomplete \
+                 (allow_incomplete=True in Python) to use it anyway"
+            ));
+        }
+        Ok(Input::Piped(path, Arc::new(t)))
+    }
 }
 
 /// Builds the configuration from an optional TOML file and `key=value` overrides.
@@ -76,7 +102,7 @@ fn simulable_threads(path: &str, n: usize) -> Result<(), String> {
 
 pub fn sources(input: &Input) -> Result<Opened, String> {
     let opened = open_sources(input)?;
-    if let Input::File(path) = input {
+    if let Input::File(path) | Input::Piped(path, _) = input {
         simulable_threads(path, opened.sources.len())?;
     }
     Ok(opened)
@@ -88,11 +114,6 @@ fn open_sources(input: &Input) -> Result<Opened, String> {
             let p = Path::new(path);
             if !p.exists() {
                 return Err(format!("{path}: no such file"));
-            }
-            if !is_regular(p) {
-                // A pipe or device (/dev/stdin) can be read once only: read it whole.
-                let t = Arc::new(load_trace(path)?);
-                return Ok(Opened::of(&t));
             }
             if binary::is_binary(p) {
                 let dialect = pmsim_trace::validate_binary_dialect(p).map_err(|e| e.to_string())?;
@@ -109,6 +130,7 @@ fn open_sources(input: &Input) -> Result<Opened, String> {
                 Ok(Opened::of(&t))
             }
         }
+        Input::Piped(_, t) => Ok(Opened::of(t)),
         Input::Workload(name, params) => {
             let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;
             let t = Arc::new(g.trace);
@@ -180,23 +202,35 @@ pub fn load_trace(path: &str) -> Result<Trace, String> {
 }
 
 /// `pmsim trace convert`: text <-> binary, streaming in both directions. The metadata (how the
-/// trace was made, an `incomplete` mark) goes along, into a pipe too: a converted trace of a
-/// crashed or recorded program means what the original does. (A source that is a pipe is read
-/// once, for its events: its metadata is not carried.)
+/// trace was made, an `incomplete` mark) goes along, into a pipe too and from a pipe too: a
+/// converted trace of a crashed or recorded program means what the original does.
 pub fn convert(src: &str, dst: &str, to_binary: bool, compress: bool) -> Result<(), String> {
     let sp = Path::new(src);
     if !sp.exists() {
         return Err(format!("{src}: no such file"));
     }
-    let meta = if is_regular(sp) { pmsim_trace::meta::read_meta(sp).map_err(|e| e.to_string())? } else { Vec::new() };
+    // A pipe or device is read once, whole, before anything is written (is_binary would
+    // consume its first bytes); the trace read keeps its metadata.
+    let whole = if is_regular(sp) { None } else { Some(load_trace(src)?) };
+    let meta = match &whole {
+        Some(t) => t.meta.clone(),
+        None => pmsim_trace::meta::read_meta(sp).map_err(|e| e.to_string())?,
+    };
     crate::output::write_with(dst, |out| {
+        let loaded;
+        let in_memory = match &whole {
+            Some(t) => Some(t),
+            None if binary::is_binary(sp) && to_binary => {
+                loaded = load_trace(src)?;
+                Some(&loaded)
+            }
+            None => None,
+        };
         if to_binary {
             let lines: Vec<String> = meta.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let meta = lines.join("\n");
-            // A pipe or device is read once, whole (is_binary would consume its first bytes).
-            if !is_regular(sp) || binary::is_binary(sp) {
-                let t = load_trace(src)?;
-                binary::write_with_meta(out, &t, compress, &meta).map_err(|e| format!("{dst}: {e}"))?;
+            if let Some(t) = in_memory {
+                binary::write_with_meta(out, t, compress, &meta).map_err(|e| format!("{dst}: {e}"))?;
                 return Ok(());
             }
             let mut w = binary::Writer::new(out, compress);
@@ -206,11 +240,13 @@ pub fn convert(src: &str, dst: &str, to_binary: bool, compress: bool) -> Result<
             w.finish().map_err(|e| format!("{dst}: {e}"))?;
         } else {
             let mut out = out;
-            if is_regular(sp) && binary::is_binary(sp) {
-                write_text_streaming(sp, &meta, &mut out)?;
-            } else {
-                let t = load_trace(src)?;
-                text::write_with_meta(&mut out, &t, &meta).map_err(|e| format!("{dst}: {e}"))?;
+            match in_memory {
+                Some(t) => text::write_with_meta(&mut out, t, &meta).map_err(|e| format!("{dst}: {e}"))?,
+                None if binary::is_binary(sp) => write_text_streaming(sp, &meta, &mut out)?,
+                None => {
+                    let t = load_trace(src)?;
+                    text::write_with_meta(&mut out, &t, &meta).map_err(|e| format!("{dst}: {e}"))?;
+                }
             }
             std::io::Write::flush(&mut out).map_err(|e| format!("{dst}: {e}"))?;
         }
@@ -269,7 +305,6 @@ pub fn trace_stats(input: &Input) -> Result<TraceStats, String> {
     TraceStats::collect(&o.pm, &mut o.sources).map_err(|e| e.to_string())
 }
 
-/// Writes a workload's trace to a file (text, or binary when the name ends in .bin/.pmtb).
 /// Writes a workload's trace to `dst`, binary or text as the caller decided (the front end's
 /// one suffix rule, `api.trace_format`); returns the event count.
 pub fn generate_to(
@@ -335,6 +370,10 @@ pub fn crash(
             let t = load_trace(path)?;
             simulable_threads(path, t.num_threads())?;
             (Arc::new(t), None, format!("--trace {path}"))
+        }
+        Input::Piped(path, t) => {
+            simulable_threads(path, t.num_threads())?;
+            (t.clone(), None, format!("--trace {path}"))
         }
         Input::Workload(name, params) => {
             let g = pmsim_workloads::generate(name, params).map_err(|e| e.to_string())?;

@@ -24,7 +24,7 @@ pub fn recorded(meta: &[(String, String)]) -> bool {
 }
 
 /// Whether one `key=value` metadata line is the `tool` of a recorded program.
-fn is_recorder(line: &str) -> bool {
+pub(crate) fn is_recorder(line: &str) -> bool {
     line.strip_prefix("tool=").is_some_and(|v| v.starts_with(RECORDER))
 }
 
@@ -33,9 +33,9 @@ pub(crate) fn recorded_records(records: &[String]) -> bool {
     records.iter().flat_map(|r| r.lines()).any(is_recorder)
 }
 
-/// Whether a text trace's comment line is the `tool` metadata of a recorded program.
-pub fn is_recorder_line(comment: &str) -> bool {
-    comment.strip_prefix("# meta ").is_some_and(is_recorder)
+/// The `key=value` text of a text trace's metadata comment line (`# meta key=value`).
+pub fn meta_line(comment: &str) -> Option<&str> {
+    comment.strip_prefix("# meta ")
 }
 
 /// The key whose presence marks a trace as incomplete; its value says why.
@@ -65,14 +65,25 @@ pub fn read_meta(path: &Path) -> Result<Vec<(String, String)>, TraceError> {
             }
         }
     }
-    Ok(lines
-        .iter()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| match l.split_once('=') {
-            Some((k, v)) => (k.trim().to_string(), v.to_string()),
-            None => (l.trim().to_string(), String::new()),
-        })
-        .collect())
+    Ok(pairs(lines.iter().map(String::as_str)))
+}
+
+/// `(key, value)` pairs of metadata lines (`key=value`; blank lines skipped, a line without `=`
+/// has an empty value).
+pub fn pairs<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<(String, String)> {
+    lines.into_iter().filter(|l| !l.trim().is_empty()).map(pair).collect()
+}
+
+fn pair(line: &str) -> (String, String) {
+    match line.split_once('=') {
+        Some((k, v)) => (k.trim().to_string(), v.to_string()),
+        None => (line.trim().to_string(), String::new()),
+    }
+}
+
+/// [`pairs`] of a binary trace's raw META records (each may hold several lines).
+pub(crate) fn pairs_of_records(records: &[String]) -> Vec<(String, String)> {
+    pairs(records.iter().flat_map(|r| r.lines()))
 }
 
 #[cfg(test)]
@@ -96,6 +107,21 @@ mod tests {
         assert_eq!(m[1].0, INCOMPLETE);
         let back = crate::binary::read_path(&dir).unwrap();
         assert_eq!(back.threads[0].events.len(), 1);
+        // The trace read whole keeps it too (what a pipe's reader has to carry it on).
+        assert_eq!(back.meta, m);
         std::fs::remove_file(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_text_trace_read_whole_keeps_its_metadata_in_file_order() {
+        let src = "# pmsim trace v1\nthreads 1\n# meta tool=pmsim trace record (x)\n# not meta=1\n\
+                   T0 store 0x100000000 8 2a # meta inline=no\n# meta incomplete=killed\n# meta flag\n";
+        let t = crate::text::parse_str("x", src).unwrap();
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(t.meta, vec![pair("tool", "pmsim trace record (x)"), pair(INCOMPLETE, "killed"), pair("flag", "")]);
+        assert!(t.recorded);
+        let plain = crate::text::parse_str("x", "# pmsim trace v1\nthreads 1\n# meta tool=other\n").unwrap();
+        assert!(!plain.recorded);
+        assert_eq!(plain.meta, vec![pair("tool", "other")]);
     }
 }

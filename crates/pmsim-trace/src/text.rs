@@ -108,8 +108,9 @@ pub fn read_into<R: BufRead, S: EventSink>(file: &str, r: R, sink: &mut S) -> Re
         // Latin-1, a pasted binary dump), as it may hold any text.
         let said = match bytes.iter().position(|&c| c == b'#') {
             Some(p) => {
-                if p == 0 && std::str::from_utf8(bytes).is_ok_and(crate::meta::is_recorder_line) {
-                    sink.recorded_program();
+                if let Some(line) = std::str::from_utf8(bytes).ok().filter(|_| p == 0).and_then(crate::meta::meta_line)
+                {
+                    sink.meta_line(line);
                 }
                 &bytes[..p]
             }

@@ -60,6 +60,9 @@ pub struct Trace {
     /// Recorded from a program by `pmsim trace record` (its metadata says so): the program's
     /// x86 code, whatever events it holds (`crate::dialect`).
     pub recorded: bool,
+    /// Its metadata, `(key, value)` in file order (`crate::meta`): how it was made and whether
+    /// it is complete, so a copy written from memory says what the original does.
+    pub meta: Vec<(String, String)>,
 }
 
 impl Trace {
@@ -109,8 +112,8 @@ pub trait EventSink {
     fn push(&mut self, thread: usize, ev: Event, value: Option<&[u8]>) -> std::io::Result<u64>;
     fn num_threads(&self) -> usize;
     fn num_events(&self) -> u64;
-    /// The source says it was recorded from a program (`crate::meta::RECORDER`).
-    fn recorded_program(&mut self) {}
+    /// One metadata line (`key=value`) of the source, in file order.
+    fn meta_line(&mut self, _line: &str) {}
 }
 
 /// Assigns global ids and per-address sync ordinals: the one place they are defined.
@@ -144,6 +147,7 @@ impl Sequencer {
 /// Builds a [`Trace`] event by event in global order.
 pub struct TraceBuilder {
     recorded: bool,
+    meta: Vec<(String, String)>,
     pm: Vec<PmRange>,
     labels: Vec<String>,
     label_ids: FxHashMap<String, u32>,
@@ -155,6 +159,7 @@ impl TraceBuilder {
     pub fn new(threads: usize) -> TraceBuilder {
         TraceBuilder {
             recorded: false,
+            meta: Vec::new(),
             pm: Vec::new(),
             labels: Vec::new(),
             label_ids: FxHashMap::default(),
@@ -218,7 +223,7 @@ impl TraceBuilder {
 
     pub fn finish(self) -> Trace {
         let pm = if self.pm.is_empty() { vec![crate::DEFAULT_PM] } else { self.pm };
-        Trace { pm, labels: self.labels, threads: self.threads, recorded: self.recorded }
+        Trace { pm, labels: self.labels, threads: self.threads, recorded: self.recorded, meta: self.meta }
     }
 }
 
@@ -243,7 +248,8 @@ impl EventSink for TraceBuilder {
     fn num_events(&self) -> u64 {
         self.seq.next_gid()
     }
-    fn recorded_program(&mut self) {
-        self.recorded = true;
+    fn meta_line(&mut self, line: &str) {
+        self.recorded |= crate::meta::is_recorder(line);
+        self.meta.extend(crate::meta::pairs([line]));
     }
 }
