@@ -296,10 +296,15 @@ impl<R: Copy> Mc<R> {
     /// optane model) every count is 0: the media pipelines whatever the WPQ holds, so nothing
     /// waits on a bank and only the WPQ's room (`queue_free`) limits a scheduler. Reporting the
     /// queue's unstarted writes there made BROI keep one write per MC in flight, up to 2.6x
-    /// slower than `delegated` on the default machine (a tester's finding).
+    /// slower than `delegated` on the default machine (a tester's finding). The same holds for
+    /// banks that persist at the queue (`bank.persist_at = "queue"`, ADR): a queued write has
+    /// persisted, so holding the next one back until the bank starts the last kept writes out of
+    /// the persistence domain for whole bank-write times and the thread's next barrier epoch
+    /// waiting (BROI 4.7x slower than `delegated` on tester X's trace, X1); the scheduler's
+    /// choice then only orders what enters the queue while it has room.
     pub fn bank_backlogs(&self, now: u64, out: &mut [usize]) {
         out.iter_mut().for_each(|x| *x = 0);
-        if let Some(b) = &self.banks {
+        if let Some(b) = self.banks.as_ref().filter(|b| b.persist_at_media) {
             for e in self.wpq.iter().filter(|e| e.start > now) {
                 out[b.locate(e.data.line).0] += 1;
             }
