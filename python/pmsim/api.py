@@ -504,13 +504,16 @@ def crash(
     allow_broken: bool = False,
     allow_incomplete: bool = False,
     progress: bool = False,
+    workload_seed: int | None = None,
     **params: Any,
 ) -> dict:
     """Crashes a run at the given instants and checks every crash image against the design's
     persistency model (and the workload's own recovery); returns the report as a dict.
     ``at`` is one instant or a list (ps, or a string with a unit: ``"120ns"``); ``random=N`` checks
-    N seeded random instants, 1 to :data:`MAX_RANDOM_INSTANTS` (10^8; ``every=True`` checks every
-    instant the persistent state changes).
+    N random instants, 1 to :data:`MAX_RANDOM_INSTANTS` (10^8), drawn with ``seed`` (the CLI's
+    ``--seed``); ``every=True`` checks every instant the persistent state changes.
+    ``workload_seed`` is the workload's own ``seed`` parameter (the CLI's ``-p seed=N``; here
+    ``seed`` names the crash instants' seed).
     ``progress=True`` shows a bar over the run's simulated time while the images are checked.
     A trace marked incomplete is refused unless ``allow_incomplete=True``."""
     design = name_arg("design", design, A_DESIGN)
@@ -539,6 +542,8 @@ def crash(
     max_failures = int_arg("max_failures", max_failures, 1)
     allow_broken = bool_arg("allow_broken", allow_broken)
     progress = bool_arg("progress", progress)
+    if workload_seed is not None:
+        params = {**params, "seed": int_arg("workload_seed", workload_seed, 0)}
     inputs = _core_inputs(trace, workload, config, params, allow_incomplete)
     with crash_bar(disable=not progress) as bar:
         out = _core.crash(

@@ -349,12 +349,20 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         # The path is checked before the first run, not refused after the whole sweep.
         check_table_path(a.output)
         check_not_input(a.output, "-o", [("--config", a.config)])
+    # An option that would be ignored is refused: the user meant something by it.
+    if a.scheduler and a.cluster:
+        raise PmsimError("give --scheduler (an existing Dask scheduler) or --cluster (start one), not both")
+    if a.cluster_jobs is not None and not a.cluster:
+        raise PmsimError("--cluster-jobs sizes the cluster that --cluster starts: give --cluster too")
+    if a.jobs is not None and (a.scheduler or a.cluster):
+        where = "--scheduler" if a.scheduler else "--cluster"
+        raise PmsimError(f"-j sets local parallel runs; under {where} the cluster's workers run the sweep")
     scheduler = None
     cluster = None
     if a.scheduler:
         scheduler = a.scheduler
     elif a.cluster:
-        scheduler = cluster = _make_cluster(a.cluster, a.cluster_jobs)
+        scheduler = cluster = _make_cluster(a.cluster, a.cluster_jobs or 4)
     try:
         df = run_jobs(jobs, workers=a.jobs, scheduler=scheduler, progress=not a.quiet, cache=not a.no_cache)
     finally:
@@ -930,7 +938,7 @@ def parser() -> argparse.ArgumentParser:
         choices=["local", "slurm", "pbs"],
         help="start a Dask cluster (slurm/pbs via dask-jobqueue)",
     )
-    s.add_argument("--cluster-jobs", type=_int_at_least(1), default=4, help="workers of --cluster")
+    s.add_argument("--cluster-jobs", type=_int_at_least(1), help="workers of --cluster (default 4)")
     s.add_argument(
         "-o",
         "--output",

@@ -131,6 +131,9 @@ def test_corrupt_binary_trace(cli, tmp_path: Path):
     assert leftovers(tmp_path) == []
 
 
+SWEEP1 = ["sweep", "--designs", "baseline", "--workloads", "array", "-p", "ops=5", "-o", "out.csv"]
+
+
 @pytest.mark.parametrize(
     "args, mentions",
     [
@@ -146,6 +149,9 @@ def test_corrupt_binary_trace(cli, tmp_path: Path):
             ["sweep", "--designs", "baseline", "--workloads", "array", "--grid", "ops", "-o", "out.csv"],
             ["--grid"],
         ),
+        (SWEEP1 + ["--cluster-jobs", "2"], ["--cluster-jobs", "--cluster"]),
+        (SWEEP1 + ["--scheduler", "tcp://127.0.0.1:1", "--cluster", "local"], ["--scheduler", "--cluster"]),
+        (SWEEP1 + ["--scheduler", "tcp://127.0.0.1:1", "-j", "2"], ["-j", "--scheduler"]),
         (["trace", "gen", "--workload", "nope", "-o", "out.trace"], ["nope"]),
         (["trace", "gen", "--workload", "array", "-p", "frob=2", "-o", "out.bin"], ["frob"]),
         (["trace", "convert", "no-such-file.trace", "out.bin"], ["no-such-file.trace"]),
@@ -161,6 +167,10 @@ def test_corrupt_binary_trace(cli, tmp_path: Path):
         "compare-workload-and-trace",
         "sweep-design",
         "sweep-grid",
+        # Tester Y's Y5: options that would be silently ignored are refused.
+        "sweep-cluster-jobs-alone",
+        "sweep-scheduler-and-cluster",
+        "sweep-jobs-on-a-scheduler",
         "gen-workload",
         "gen-param",
         "convert-missing",

@@ -7,6 +7,7 @@ import json
 import re
 import shlex
 
+import pytest
 from conftest import pmsim_cli
 
 import pmsim
@@ -163,3 +164,16 @@ def test_a_remote_workloads_images_are_not_counted_as_recovered():
         ).stdout
     )
     assert local["recovery_checked"] is True and local["recovered"] == 5
+
+
+def test_the_workload_seed_reaches_the_workload_through_the_crash_api(cli):
+    # Tester Y's Y3: `seed=` is the crash instants' seed, and the workload's own seed could not
+    # be set from Python, so `pmsim crash -p seed=3` had no API equivalent.
+    args = ["crash", "--workload", "array", "-p", "ops=30", "--design", "asap-rp", "--random", "5", "--json"]
+    cli_rep = json.loads(cli(*args, "-p", "seed=3", check=True).stdout)
+    default = pmsim.crash("asap-rp", workload="array", ops=30, random=5)
+    rep = pmsim.crash("asap-rp", workload="array", ops=30, random=5, workload_seed=3)
+    assert rep == cli_rep
+    assert rep["run_end_ps"] != default["run_end_ps"], "the workload seed changes the run"
+    with pytest.raises(pmsim.PmsimError, match="workload_seed"):
+        pmsim.crash("asap-rp", workload="array", ops=30, random=5, workload_seed=-1)

@@ -76,7 +76,7 @@ macro_rules! config {
 config! {
     core: CoreCfg {
         count: usize = 4, "cores", @int(1, 64), "simulated cores, at most 64: one per trace thread, raised to the trace's thread count (cores without a thread stay idle and change no result)";
-        freq_ghz: f64 = 2.0, "GHz", @num(0.01, 100.0), "core clock";
+        freq_ghz: f64 = 2.0, "GHz", @num(0.01, 100.0), "core clock; simulated time is whole picoseconds, so the cycle is 1000/freq_ghz ps rounded (exact where that is whole: 2, 2.5, 4, 5 GHz; 3 GHz runs at 333 ps, 0.1% fast)";
         ipc: f64 = 2.0, "instr/cycle", @num(0.01, 64.0), "non-memory instructions retired per cycle (compute events)";
         store_buffer: usize = 32, "entries", @int(1, 4096), "TSO store buffer entries per core";
         wc_buffers: usize = 10, "entries", @int(1, 64), "write-combining buffers per core (non-temporal stores under baseline and eadr): a line's ntstores combine in one, sent to its MC when all 8 words are written, at a fence or locked instruction, to free a buffer, or at the thread's end; taken until the MC accepts the write; a core finding all taken waits (stall_cycles.wc_full)";
@@ -162,7 +162,7 @@ config! {
         remote_threads: usize = 0, "cores", @int(0, 63), "the trace's last this-many threads' persists enter the remote BROI queue instead of a local entry (the hybrid mode's remote-style stream); at most broi.remote_entries and below the trace's threads";
         starvation_ns: f64 = 2000.0, "ns", @LATENCY_NS, "a remote request blocked this long is scheduled ahead of local ones (starvation threshold)";
         remote_low_util_pct: f64 = 50.0, "%", @num(0.0, 100.0), "remote requests go to a bank with no local candidate only while the MC write queue is below this occupancy";
-        step_ns: f64 = 0.4, "ns", @LATENCY_NS, "latency of one scheduling step (the seed's synthesised controller: 0.4 ns)";
+        step_ns: f64 = 0.4, "ns", @LATENCY_NS, "latency of one scheduling step of the MC-side persist scheduler, `delegated`'s as well as `broi`'s (the seed's synthesised controller: 0.4 ns)";
     }
     baseline: BaselineCfg {
         flush: String = "clwb".into(), "name", @one_of(&["clwb", "clflush"]), "instruction the baseline's fences flush with: clwb (the line stays cached) | clflush (the line is invalidated, so its next access misses to PM: the ASAP artifact's baseline)";
@@ -186,7 +186,7 @@ config! {
     }
     sim: SimCfg {
         seed: u64 = 1, "", @int(0, i64::MAX as u64), "seed of every random choice in the engine (random replacement); at most 2^63-1 (a TOML integer)";
-        watchdog_ms: f64 = 1000.0, "ms", @above(0.0, 1e6), "simulated time without progress after which a stuck core is reported (raised to 256 times the longest latency, line transfer or RDMA region transfer the configuration names)";
+        watchdog_ms: f64 = 1000.0, "ms", @above(0.0, 1e6), "simulated time without progress after which a stuck core is reported (raised to 256 times the longest latency in ns or core cycles, line transfer or RDMA region transfer the configuration names)";
     }
 }
 
@@ -274,7 +274,11 @@ impl Config {
             let source = line.and_then(|l| text.lines().nth(l - 1)).unwrap_or("").trim();
             // Top-level names are sections: say which mistake it is in the file's own terms.
             if let Some(rest) = msg.strip_prefix("unknown field ") {
-                if source.starts_with('[') {
+                let header = source.trim_matches(|c| c == '[' || c == ']').trim();
+                if let (true, Some((sec, _))) = (source.starts_with('['), header.rsplit_once('.')) {
+                    // `[pm.extra]`: a table inside a section, whose fields are parameters.
+                    msg = format!("[{header}]: [{sec}] holds parameters, not tables; unknown parameter {rest}");
+                } else if source.starts_with('[') {
                     msg = format!("unknown section {rest}");
                 } else if !text.lines().take(line.unwrap_or(0)).any(|l| l.trim_start().starts_with('[')) {
                     msg = format!(
@@ -426,7 +430,7 @@ impl Config {
             if ways == 0 || lines == 0 || lines % ways as u64 != 0 || !(lines / ways as u64).is_power_of_two() {
                 return Err(param_err(
                     &format!("{n}.size_kib"),
-                    format!("{size} KiB with {ways} ways does not give a power-of-two number of sets"),
+                    format!("{size} KiB with {n}.ways {ways} does not give a power-of-two number of sets"),
                 ));
             }
         }
@@ -434,7 +438,8 @@ impl Config {
             return Err(param_err(
                 "bank.drain_low_pct",
                 format!(
-                    "{} must not exceed bank.drain_high_pct ({}): the write drain stops below where it starts",
+                    "{} must not exceed bank.drain_high_pct ({}): the write drain stops below where it starts \
+                     (set either mark)",
                     self.bank.drain_low_pct, self.bank.drain_high_pct
                 ),
             ));
@@ -503,17 +508,20 @@ impl Config {
         (1000.0 / self.core.freq_ghz).round() as u64
     }
 
-    /// The longest single step the configuration names (ps): its longest latency, a line at its
-    /// slowest media bandwidth, the largest RDMA region at its link bandwidth. A run may go this
-    /// long, many times over, without a core making progress, so the watchdog scales with it.
+    /// The longest single step the configuration names (ps): its longest latency (in ns or in
+    /// core cycles, such as HOPS's polling period), a line at its slowest media bandwidth, the
+    /// largest RDMA region at its link bandwidth. A run may go this long, many times over,
+    /// without a core making progress, so the watchdog scales with it.
     pub fn longest_step_ps(&self) -> u64 {
         let line = pmsim_trace::LINE_BYTES as f64;
         let region_bits = 8.0 * pmsim_trace::MAX_REGION_BYTES as f64;
+        let cycle_ns = self.cycle_ps() as f64 / 1000.0;
         let ns = self
             .numbers()
             .into_iter()
             .map(|(unit, v)| match unit {
                 "ns" => v,
+                "cycles" => v * cycle_ns,
                 "GB/s" => line / v,
                 "Gb/s" => region_bits / v,
                 _ => 0.0,
@@ -628,6 +636,12 @@ mod tests {
         let toml_err = |src: &str| Config::from_toml_str("t.toml", src).unwrap_err().to_string();
         let e = toml_err("[mcx]\ncount = 2\n");
         assert!(e.starts_with("t.toml:1: unknown section `mcx`"), "{e}");
+        // Tester Y's Y6: a table inside a section is not a section of its own.
+        let e = Config::from_toml_str("t.toml", "[pm]\nwrite_ns = 90.0\n[pm.extra]\nx = 1\n").unwrap_err().to_string();
+        assert!(
+            e.starts_with("t.toml:3: [pm.extra]: [pm] holds parameters, not tables; unknown parameter `extra`"),
+            "{e}"
+        );
         let e = toml_err("count = 2\n[mc]\n");
         assert!(e.starts_with("t.toml:1: count: a parameter outside any [section]: sections are `core`"), "{e}");
         let e = toml_err("[[mc]]\ncount = 2\n");

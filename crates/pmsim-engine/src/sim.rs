@@ -17,7 +17,7 @@ use pmsim_trace::{Chunk, Event, EventSource, Kind, PmRange, TraceError, LINE_BYT
 pub enum SimError {
     #[error("{0}")]
     Trace(#[from] TraceError),
-    #[error("simulation stuck at {at_ns} ns (no core made progress for {idle_ns} ns):\n{report}")]
+    #[error("simulation stuck at {at_ns} ns (no core made progress for {idle_ns} ns)\n{report}")]
     Stuck { at_ns: u64, idle_ns: u64, report: String },
     #[error("{0}")]
     Setup(String),
