@@ -299,7 +299,14 @@ impl Config {
             }
             match line {
                 Some(l) => match key_at_line(text, l) {
-                    Some(key) => ConfigError::File { file: format!("{file}:{l}"), msg: format!("{key}: {msg}") },
+                    Some(key) => {
+                        // A value of the wrong type or sign: say what the parameter takes
+                        // (`count = -1` read "expected an integer >= 0" where 1 to 64 is valid).
+                        if let Some(p) = PARAMS.iter().find(|p| p.name == key).filter(|_| msg.starts_with("invalid")) {
+                            msg = format!("{msg} (valid: {})", p.limit.describe());
+                        }
+                        ConfigError::File { file: format!("{file}:{l}"), msg: format!("{key}: {msg}") }
+                    }
                     None => ConfigError::File { file: format!("{file}:{l}"), msg },
                 },
                 None => ConfigError::File { file: file.to_string(), msg },
@@ -636,6 +643,9 @@ mod tests {
         let toml_err = |src: &str| Config::from_toml_str("t.toml", src).unwrap_err().to_string();
         let e = toml_err("[mcx]\ncount = 2\n");
         assert!(e.starts_with("t.toml:1: unknown section `mcx`"), "{e}");
+        // Tester Y's Y6: a value the type cannot hold names the parameter's valid range.
+        let e = Config::from_toml_str("t.toml", "[core]\ncount = -1\n").unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:2: core.count: ") && e.ends_with("(valid: 1 to 64)"), "{e}");
         // Tester Y's Y6: a table inside a section is not a section of its own.
         let e = Config::from_toml_str("t.toml", "[pm]\nwrite_ns = 90.0\n[pm.extra]\nx = 1\n").unwrap_err().to_string();
         assert!(
