@@ -738,18 +738,25 @@ mod tests {
         d
     }
 
-    #[test]
-    fn newer_write_never_overtakes_an_older_waiting_one() {
-        // A slow write channel (1000 ns per line) keeps accepted writes from starting at once.
+    /// A line of its own per `id`, written with value `id`.
+    fn other(id: u64) -> LineData {
+        let mut d = LineData::new(0x2_0000_0000 + id * 64);
+        d.set(0, id);
+        d
+    }
+
+    /// Two WPQ entries and a slow write channel (1000 ns per line), so accepted writes do not
+    /// start at once.
+    fn slow_two_entry_mc() -> Mc<u32> {
         let mut cfg = Config::default();
         cfg.mc.wpq_entries = 2;
         cfg.pm.write_gbps = 0.064;
-        let mut mc: Mc<u32> = Mc::new(&cfg);
-        let other = |id| {
-            let mut d = LineData::new(0x2_0000_0000 + id * 64);
-            d.set(0, id);
-            d
-        };
+        Mc::new(&cfg)
+    }
+
+    #[test]
+    fn newer_write_never_overtakes_an_older_waiting_one() {
+        let mut mc = slow_two_entry_mc();
         let mut nvm = Nvm::default();
         let mut acc = Vec::new();
         assert!(mc.offer(0, other(8), None).is_some());
@@ -774,15 +781,7 @@ mod tests {
     /// are acknowledged when it enters the queue.
     #[test]
     fn writes_of_a_waiting_line_merge_into_it_and_persist_with_it() {
-        let mut cfg = Config::default();
-        cfg.mc.wpq_entries = 2;
-        cfg.pm.write_gbps = 0.064;
-        let mut mc: Mc<u32> = Mc::new(&cfg);
-        let other = |id| {
-            let mut d = LineData::new(0x2_0000_0000 + id * 64);
-            d.set(0, id);
-            d
-        };
+        let mut mc = slow_two_entry_mc();
         let (mut nvm, mut acc) = (Nvm::default(), Vec::new());
         assert!(mc.offer(0, other(8), None).is_some());
         assert!(mc.offer(0, other(9), None).is_some());
