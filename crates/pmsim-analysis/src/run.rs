@@ -63,7 +63,7 @@ impl Pass {
 pub fn analyze_trace(trace: &Trace, models: &[Model], cfg: &Config) -> Result<Vec<(Model, Counts)>, AnalysisError> {
     cfg.validate()?;
     let mut pass = Pass::new(models, cfg, &trace.pm, trace.num_threads());
-    if trace.recorded {
+    if trace.recorded() {
         pass.scan.recorded_program();
     }
     for_each_in_global_order(trace, |t, ev| pass.step(t, ev));

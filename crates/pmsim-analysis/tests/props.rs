@@ -108,7 +108,7 @@ fn a_recorded_programs_binary_trace_is_analysed_as_x86_code_like_its_text() {
         pmsim_trace::meta::RECORDER
     );
     let t = pmsim_trace::text::parse_str("t", &src).unwrap();
-    assert!(t.recorded);
+    assert!(t.recorded());
     // One META record before END, as `pmsim trace convert` and `record` write it.
     let text = format!("tool={} (test)", pmsim_trace::meta::RECORDER);
     let bin = pmsim_trace::binary::write_with_meta(Vec::new(), &t, true, &text).unwrap();

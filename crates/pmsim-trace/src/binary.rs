@@ -554,8 +554,8 @@ pub fn read<R: Read + Seek>(file: &str, r: R) -> Result<Trace, TraceError> {
             None => break,
         }
     }
-    let (recorded, meta) = (crate::meta::recorded_records(&c.meta), crate::meta::pairs_of_records(&c.meta));
-    let t = Trace { pm: c.header.pm.clone(), labels, threads, recorded, meta };
+    let meta = crate::meta::pairs_of_records(&c.meta);
+    let t = Trace { pm: c.header.pm.clone(), labels, threads, meta };
     crate::validate::check_trace(&t).map_err(|m| TraceError::new(file, 0, m))?;
     Ok(t)
 }
@@ -591,8 +591,8 @@ pub fn read_to_first_gap(path: &std::path::Path) -> Result<(Trace, u64), TraceEr
         let keep = t.events.partition_point(|e| e.gid < cut);
         t.events.truncate(keep);
     }
-    let (recorded, meta) = (crate::meta::recorded_records(&c.meta), crate::meta::pairs_of_records(&c.meta));
-    let t = Trace { pm: c.header.pm.clone(), labels, threads, recorded, meta };
+    let meta = crate::meta::pairs_of_records(&c.meta);
+    let t = Trace { pm: c.header.pm.clone(), labels, threads, meta };
     crate::validate::check_trace(&t).map_err(|m| TraceError::new(&file, 0, m))?;
     Ok((t, gids.len() as u64 - cut))
 }

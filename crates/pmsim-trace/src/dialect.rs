@@ -67,7 +67,7 @@ impl DialectScan {
 impl Trace {
     /// The trace's dialect (see the module doc).
     pub fn dialect(&self) -> Dialect {
-        let mut s = DialectScan { recorded: self.recorded, ..DialectScan::default() };
+        let mut s = DialectScan { recorded: self.recorded(), ..DialectScan::default() };
         for t in &self.threads {
             for e in &t.events {
                 s.see(e.kind);
@@ -115,6 +115,8 @@ mod tests {
         assert_eq!(dialect(&format!("# meta tool=my generator\n{no_order}")), Dialect::Neutral);
         // Its own design-neutral markers (pmsim_ofence()) still make it neutral.
         assert_eq!(dialect(&format!("{recorded}T0 store 0x100000000 8 1\nT0 ofence\n")), Dialect::Neutral);
-        assert!(text::parse_str("t", &format!("# pmsim trace v1\nthreads 2\n{recorded}{no_order}")).unwrap().recorded);
+        assert!(text::parse_str("t", &format!("# pmsim trace v1\nthreads 2\n{recorded}{no_order}"))
+            .unwrap()
+            .recorded());
     }
 }

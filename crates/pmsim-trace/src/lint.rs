@@ -627,7 +627,7 @@ impl<'a> Lint<'a> {
 /// Lints an in-memory trace.
 pub fn lint_trace(trace: &crate::Trace, max: usize) -> LintReport {
     let mut l = Lint::new(&trace.pm, trace.num_threads());
-    if trace.recorded {
+    if trace.recorded() {
         l.scan.recorded_program();
     }
     crate::for_each_in_global_order(trace, |t, ev| l.step(t, ev));

@@ -23,16 +23,6 @@ pub fn recorded(meta: &[(String, String)]) -> bool {
     meta.iter().any(|(k, v)| k == "tool" && v.starts_with(RECORDER))
 }
 
-/// Whether one `key=value` metadata line is the `tool` of a recorded program.
-pub(crate) fn is_recorder(line: &str) -> bool {
-    line.strip_prefix("tool=").is_some_and(|v| v.starts_with(RECORDER))
-}
-
-/// [`recorded`] over a binary trace's raw META records (`key=value` lines).
-pub(crate) fn recorded_records(records: &[String]) -> bool {
-    records.iter().flat_map(|r| r.lines()).any(is_recorder)
-}
-
 /// The `key=value` text of a text trace's metadata comment line (`# meta key=value`).
 pub fn meta_line(comment: &str) -> Option<&str> {
     comment.strip_prefix("# meta ")
@@ -119,9 +109,9 @@ mod tests {
         let t = crate::text::parse_str("x", src).unwrap();
         let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
         assert_eq!(t.meta, vec![pair("tool", "pmsim trace record (x)"), pair(INCOMPLETE, "killed"), pair("flag", "")]);
-        assert!(t.recorded);
+        assert!(t.recorded());
         let plain = crate::text::parse_str("x", "# pmsim trace v1\nthreads 1\n# meta tool=other\n").unwrap();
-        assert!(!plain.recorded);
+        assert!(!plain.recorded());
         assert_eq!(plain.meta, vec![pair("tool", "other")]);
     }
 }

@@ -57,9 +57,6 @@ pub struct Trace {
     pub pm: Vec<PmRange>,
     pub labels: Vec<String>,
     pub threads: Vec<ThreadStream>,
-    /// Recorded from a program by `pmsim trace record` (its metadata says so): the program's
-    /// x86 code, whatever events it holds (`crate::dialect`).
-    pub recorded: bool,
     /// Its metadata, `(key, value)` in file order (`crate::meta`): how it was made and whether
     /// it is complete, so a copy written from memory says what the original does.
     pub meta: Vec<(String, String)>,
@@ -68,6 +65,12 @@ pub struct Trace {
 impl Trace {
     pub fn num_threads(&self) -> usize {
         self.threads.len()
+    }
+
+    /// Recorded from a program by `pmsim trace record` (its metadata says so): the program's
+    /// x86 code, whatever events it holds (`crate::dialect`).
+    pub fn recorded(&self) -> bool {
+        crate::meta::recorded(&self.meta)
     }
 
     pub fn num_events(&self) -> usize {
@@ -146,7 +149,6 @@ impl Sequencer {
 
 /// Builds a [`Trace`] event by event in global order.
 pub struct TraceBuilder {
-    recorded: bool,
     meta: Vec<(String, String)>,
     pm: Vec<PmRange>,
     labels: Vec<String>,
@@ -158,7 +160,6 @@ pub struct TraceBuilder {
 impl TraceBuilder {
     pub fn new(threads: usize) -> TraceBuilder {
         TraceBuilder {
-            recorded: false,
             meta: Vec::new(),
             pm: Vec::new(),
             labels: Vec::new(),
@@ -223,7 +224,7 @@ impl TraceBuilder {
 
     pub fn finish(self) -> Trace {
         let pm = if self.pm.is_empty() { vec![crate::DEFAULT_PM] } else { self.pm };
-        Trace { pm, labels: self.labels, threads: self.threads, recorded: self.recorded, meta: self.meta }
+        Trace { pm, labels: self.labels, threads: self.threads, meta: self.meta }
     }
 }
 
@@ -249,7 +250,6 @@ impl EventSink for TraceBuilder {
         self.seq.next_gid()
     }
     fn meta_line(&mut self, line: &str) {
-        self.recorded |= crate::meta::is_recorder(line);
         self.meta.extend(crate::meta::pairs([line]));
     }
 }
